@@ -1,0 +1,103 @@
+"""agentsm: LLM agents as an explicit, event-sourced hybrid state machine.
+
+A transition table is the single source of truth, small state handlers do the work, a dumb
+engine connects them, and every fact of a run goes into an append-only SQLite log from which
+memory is rebuilt.
+"""
+
+from .builder import AgentBuilder
+from .context import SUSPEND, RunContext
+from .engine import AgentEngine
+from .errors import (
+    AgentError,
+    AgentFailed,
+    BuildError,
+    EngineError,
+    HandlerCrashed,
+    HumanInputRequired,
+    InvalidTransition,
+    NoHandlerForState,
+    OwnershipViolation,
+    SafetyCapExceeded,
+)
+from .events import Event
+from .llm import LlmCaller, MockLlmCaller
+from .memory import AgentMemory, apply, fold
+from .outputs import (
+    AgentOutput,
+    ApprovalNeeded,
+    FinalAnswer,
+    RunErrored,
+    TextDelta,
+    ToolFinished,
+    ToolStarted,
+    TransitionTaken,
+)
+from .states import AgentState
+from .tools import Tool, ToolOutcome, ToolRegistry, tool
+from .trace import Trace, TraceEntry
+from .transitions import TransitionTable, build_transition_table
+from .types import (
+    AgentConfig,
+    ApprovalRequest,
+    HistoryEntry,
+    LlmResponse,
+    State,
+    TokenBudget,
+    TokenUsage,
+    ToolCall,
+    ToolResult,
+    ToolSchema,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "SUSPEND",
+    "AgentBuilder",
+    "AgentConfig",
+    "AgentEngine",
+    "AgentError",
+    "AgentFailed",
+    "AgentMemory",
+    "AgentOutput",
+    "AgentState",
+    "ApprovalNeeded",
+    "ApprovalRequest",
+    "BuildError",
+    "EngineError",
+    "Event",
+    "FinalAnswer",
+    "HandlerCrashed",
+    "HistoryEntry",
+    "HumanInputRequired",
+    "InvalidTransition",
+    "LlmCaller",
+    "LlmResponse",
+    "MockLlmCaller",
+    "NoHandlerForState",
+    "OwnershipViolation",
+    "RunContext",
+    "RunErrored",
+    "SafetyCapExceeded",
+    "State",
+    "TextDelta",
+    "TokenBudget",
+    "TokenUsage",
+    "Tool",
+    "ToolCall",
+    "ToolFinished",
+    "ToolOutcome",
+    "ToolRegistry",
+    "ToolResult",
+    "ToolSchema",
+    "ToolStarted",
+    "Trace",
+    "TraceEntry",
+    "TransitionTable",
+    "TransitionTaken",
+    "apply",
+    "build_transition_table",
+    "fold",
+    "tool",
+]

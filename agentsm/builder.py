@@ -1,0 +1,258 @@
+"""AgentBuilder: the fluent entry point that wires memory, tools, LLM, table and handlers."""
+
+from __future__ import annotations
+
+import inspect
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, ClassVar
+
+from eventstore import EventStore, SQLiteEventStore
+
+from . import facts as f
+from .context import ApprovalCallback, RunContext, Suspend
+from .engine import AgentEngine
+from .errors import BuildError
+from .llm.base import LlmCaller
+from .states import AgentState, default_handlers
+from .tools import Tool, ToolRegistry, tool
+from .transitions import TransitionTable, build_transition_table
+from .types import AgentConfig, TokenBudget, as_state
+
+__all__ = ["AgentBuilder"]
+
+HandlerLike = AgentState | Callable[[RunContext], Any]
+
+
+def _function_handler(state: str, func: Callable[[RunContext], Any]) -> AgentState:
+    """Adapts a plain (async or sync) function `ctx -> event` to the AgentState protocol."""
+    handler_type = type(f"{state}FunctionHandler", (_FunctionHandler,), {"name": state})
+    return handler_type(func)  # type: ignore[no-any-return]
+
+
+class _FunctionHandler:
+    name: ClassVar[str] = ""
+    emits: ClassVar[frozenset[str]] = frozenset()
+
+    def __init__(self, func: Callable[[RunContext], Any]) -> None:
+        self._func = func
+
+    async def handle(self, ctx: RunContext) -> str | Suspend:
+        result = self._func(ctx)
+        if inspect.isawaitable(result):
+            result = await result
+        return result  # type: ignore[no-any-return]
+
+    def __repr__(self) -> str:
+        return f"<handler {self.name} {getattr(self._func, '__name__', self._func)!r}>"
+
+
+class AgentBuilder:
+    """Fluent construction of an `AgentEngine`; every method returns the builder."""
+
+    def __init__(self, task: str) -> None:
+        if not isinstance(task, str) or not task.strip():
+            raise BuildError("AgentBuilder needs the task as a non-empty string.")
+        self._task = task
+        self._task_type = "default"
+        self._system_prompt = ""
+        self._llm: LlmCaller | None = None
+        self._config = AgentConfig()
+        self._config_overrides: dict[str, Any] = {}
+        self._models: dict[str, str] = {}
+        self._tools = ToolRegistry()
+        self._blacklist: list[str] = []
+        self._approval_required: list[str] = []
+        self._approval: ApprovalCallback | None = None
+        self._budget: TokenBudget | None = None
+        self._store: EventStore | str | Path | None = None
+        self._table: TransitionTable | None = None
+        self._handlers: dict[str, AgentState] = {}
+        self._run_id: str | None = None
+        self._clock: Callable[[], float] = time.time
+
+    def task_type(self, task_type: str) -> AgentBuilder:
+        """The task type: the key for model selection in `config.models`."""
+        self._task_type = task_type
+        return self
+
+    def system_prompt(self, prompt: str) -> AgentBuilder:
+        """The system prompt sent with every LLM call."""
+        self._system_prompt = prompt
+        return self
+
+    def llm(self, llm: LlmCaller) -> AgentBuilder:
+        """The LLM caller (required): any object with `async call(memory, tools, model)`."""
+        if not callable(getattr(llm, "call", None)):
+            raise BuildError(
+                f"{llm!r} is not an LLM caller: it needs a method "
+                "`async def call(self, memory, tools, model) -> LlmResponse`."
+            )
+        self._llm = llm
+        return self
+
+    def config(self, config: AgentConfig) -> AgentBuilder:
+        """Replace the whole configuration (later `.max_steps()` / `.model()` still apply)."""
+        self._config = config
+        return self
+
+    def max_steps(self, n: int) -> AgentBuilder:
+        """At most `n` planning LLM calls."""
+        self._config_overrides["max_steps"] = n
+        return self
+
+    def model(self, model: str) -> AgentBuilder:
+        """The model for every task type without its own (`config.models["default"]`)."""
+        return self.model_for("default", model)
+
+    def model_for(self, task_type: str, model: str) -> AgentBuilder:
+        """The model for one task type."""
+        self._models[task_type] = model
+        return self
+
+    def tool(
+        self,
+        name_or_tool: str | Tool | Callable[..., Any],
+        description: str | None = None,
+        schema: dict[str, Any] | None = None,
+        func: Callable[..., Any] | None = None,
+        *,
+        idempotent: bool = False,
+        timeout: float | None = None,
+    ) -> AgentBuilder:
+        """Add a tool: a `@tool` function, a plain typed function, or
+        `(name, description, json_schema, func)` where `func` takes the argument dict."""
+        if isinstance(name_or_tool, Tool):
+            self._tools.add(name_or_tool)
+        elif isinstance(name_or_tool, str):
+            if description is None or schema is None or func is None:
+                raise BuildError(
+                    f"tool({name_or_tool!r}, ...) needs a description, a JSON schema and a "
+                    "function; or pass a function decorated with @tool."
+                )
+            self._tools.register(
+                name_or_tool, description, schema, func, idempotent=idempotent, timeout=timeout
+            )
+        elif callable(name_or_tool):
+            self._tools.add(tool(idempotent=idempotent, timeout=timeout)(name_or_tool))
+        else:
+            raise BuildError(f"tool() takes a @tool function or (name, ...), not {name_or_tool!r}")
+        return self
+
+    def blacklist_tool(self, name: str) -> AgentBuilder:
+        """Forbid a tool: calls to it are refused and the refusal is shown to the LLM."""
+        self._blacklist.append(name)
+        return self
+
+    def require_approval(self, tool_name: str) -> AgentBuilder:
+        """Calls to this tool wait for a human decision before they run."""
+        self._approval_required.append(tool_name)
+        return self
+
+    def on_approval(self, callback: ApprovalCallback) -> AgentBuilder:
+        """The approval callback (sync or async): gets an `ApprovalRequest` and returns True,
+        False, a dict of replacement arguments, or None to leave the run waiting."""
+        self._approval = callback
+        return self
+
+    def budget(self, budget: TokenBudget) -> AgentBuilder:
+        """A token budget, checked before each LLM call."""
+        self._budget = budget
+        return self
+
+    def store(self, store: EventStore | str | Path) -> AgentBuilder:
+        """Where the log goes: a SQLite path or a store (default: in-memory SQLite)."""
+        self._store = store
+        return self
+
+    def transitions(self, table: TransitionTable) -> AgentBuilder:
+        """A custom transition table (default: `build_transition_table()`)."""
+        if not isinstance(table, TransitionTable):
+            table = TransitionTable(table)
+        self._table = table
+        return self
+
+    def handler(self, state: str, handler: HandlerLike) -> AgentBuilder:
+        """Replace or add the handler of a state: an AgentState or a function `ctx -> event`."""
+        name = as_state(state)
+        if not hasattr(handler, "handle"):
+            if not callable(handler):
+                raise BuildError(f"handler({state!r}, ...) needs an AgentState or a function.")
+            self._handlers[name] = _function_handler(name, handler)
+        else:
+            self._handlers[name] = handler  # type: ignore[assignment]
+        return self
+
+    def run_id(self, run_id: str) -> AgentBuilder:
+        """Use this id for the run instead of a generated one."""
+        self._run_id = run_id
+        return self
+
+    def clock(self, clock: Callable[[], float]) -> AgentBuilder:
+        """The clock for envelope timestamps (default `time.time`)."""
+        self._clock = clock
+        return self
+
+    # -- build ----------------------------------------------------------------------------
+
+    def build_config(self) -> AgentConfig:
+        """The configuration the run will record."""
+        update: dict[str, Any] = dict(self._config_overrides)
+        if self._models:
+            update["models"] = {**self._config.models, **self._models}
+        return self._config.model_copy(update=update) if update else self._config
+
+    def build(self) -> AgentEngine:
+        """Check everything and make the engine; nothing is recorded until it runs."""
+        if self._llm is None:
+            raise BuildError(
+                "An LLM caller is required: call .llm(...) with e.g. MockLlmCaller([...]) or a "
+                "provider caller."
+            )
+        table = self._table if self._table is not None else build_transition_table()
+        handlers = {**default_handlers(), **self._handlers}
+        for state in sorted(table.states()):
+            if state not in handlers:
+                raise BuildError(
+                    f"The table uses state {state!r} but no handler is registered for it. "
+                    f"Add one with .handler({state!r}, handler)."
+                )
+        missing = [n for n in self._approval_required if not self._tools.has(n)]
+        if missing:
+            raise BuildError(
+                f"require_approval names tools that are not registered: {', '.join(missing)}. "
+                "Register them with .tool(...) or fix the names."
+            )
+        store = self._store
+        if store is None:
+            store = SQLiteEventStore(":memory:")
+        elif isinstance(store, str | Path):
+            store = SQLiteEventStore(store)
+        definition = f.RunStarted(
+            task=self._task,
+            task_type=self._task_type,
+            system_prompt=self._system_prompt,
+            config=self.build_config(),
+            tools=tuple(self._tools.schemas()),
+            blacklisted_tools=tuple(dict.fromkeys(self._blacklist)),
+            approval_required=tuple(dict.fromkeys(self._approval_required)),
+            budget=self._budget,
+        )
+        return AgentEngine(
+            store=store,
+            definition=definition,
+            tools=self._tools,
+            llm=self._llm,
+            table=table,
+            handlers=handlers,
+            approval=self._approval,
+            run_id=self._run_id,
+            clock=self._clock,
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"AgentBuilder(task={self._task[:40]!r}, tools={self._tools.names()}, "
+            f"llm={self._llm!r})"
+        )

@@ -1,0 +1,198 @@
+"""RunContext: what a state handler gets. It reads memory, records facts, and performs effects.
+
+Effects (LLM calls, tool runs, human decisions) go through the context so that each one is
+recorded, committed before it starts, and can be served back from the log by replay.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from . import facts as f
+from .facts import Decision, Fact
+from .llm.base import LlmCaller
+from .memory import AgentMemory
+from .outputs import AgentOutput, ToolFinished, ToolStarted
+from .recorder import Recorder
+from .tools import ToolOutcome, ToolRegistry
+from .types import AgentConfig, ApprovalRequest, LlmResponse, ToolCall
+
+if TYPE_CHECKING:
+    pass
+
+__all__ = ["SUSPEND", "ApprovalCallback", "RunContext", "Suspend", "ToolRunner"]
+
+ApprovalCallback = Callable[[ApprovalRequest], Any]
+"""Gets a request; returns True (approve), False (reject) or a dict of new arguments,
+directly or as an awaitable."""
+
+ToolRunner = Callable[[ToolCall], Awaitable[ToolOutcome]]
+
+
+class Suspend:
+    """Returned by a handler that cannot go on without outside input (a human decision)."""
+
+    def __repr__(self) -> str:
+        return "SUSPEND"
+
+
+SUSPEND = Suspend()
+
+
+class RunContext:
+    """The handler's view of the run: memory, tools, config, `record`, and effect helpers."""
+
+    def __init__(
+        self,
+        *,
+        run_id: str,
+        state: str,
+        recorder: Recorder,
+        tools: ToolRegistry,
+        llm: LlmCaller,
+        tool_runner: ToolRunner,
+        approval: ApprovalCallback | None,
+        emit: Callable[[AgentOutput], None],
+    ) -> None:
+        self.run_id = run_id
+        self.state = state
+        self.tools = tools
+        self.llm = llm
+        self._recorder = recorder
+        self._run_tool = tool_runner
+        self._approval = approval
+        self._emit = emit
+
+    @property
+    def memory(self) -> AgentMemory:
+        """The current memory, including the facts this handler recorded so far."""
+        return self._recorder.memory
+
+    @property
+    def config(self) -> AgentConfig:
+        """The run's configuration."""
+        return self._recorder.memory.config
+
+    def record(self, fact: Fact, metrics: dict[str, Any] | None = None) -> None:
+        """Record a fact: it is applied to memory now and committed with the transition."""
+        self._recorder.record(fact, self.state, metrics)
+
+    def commit(self) -> None:
+        """Commit what was recorded so far (done before every effect)."""
+        self._recorder.flush()
+
+    def emit(self, output: AgentOutput) -> None:
+        """Send an output to `engine.stream()` listeners."""
+        self._emit(output)
+
+    def select_model(self) -> str:
+        """`config.models[task_type]`, else `config.models["default"]`, else ""."""
+        return self.config.model_for(self.memory.task_type)
+
+    def over_budget(self) -> bool:
+        """True when the recorded usage has reached the token budget."""
+        budget = self.memory.budget
+        return (
+            budget is not None and self.memory.total_usage.total_tokens >= budget.max_total_tokens
+        )
+
+    async def call_llm(
+        self,
+        purpose: f.Purpose,
+        memory: AgentMemory | None = None,
+        tools: ToolRegistry | None = None,
+    ) -> f.LlmResponded | f.LlmFailed:
+        """Ask the LLM (about `memory`, by default the run's own) and record what came back."""
+        view = memory if memory is not None else self.memory
+        registry = tools if tools is not None else self.tools
+        model = self.select_model()
+        self.record(
+            f.LlmRequested(
+                purpose=purpose,
+                model=model,
+                messages_digest=view.messages_digest(),
+                tools=tuple(registry.names()),
+                tools_digest=registry.digest(),
+            )
+        )
+        self.commit()
+        started = time.perf_counter()
+        fact: f.LlmResponded | f.LlmFailed
+        try:
+            response = await self.llm.call(view, registry, model)
+            if not isinstance(response, LlmResponse):
+                raise TypeError(
+                    f"{type(self.llm).__name__}.call returned {type(response).__name__}, "
+                    "not LlmResponse"
+                )
+            fact = f.LlmResponded(purpose=purpose, response=response)
+        except Exception as e:  # a provider failure is data
+            fact = f.LlmFailed(purpose=purpose, error_type=type(e).__name__, message=str(e))
+        latency = round((time.perf_counter() - started) * 1000, 3)
+        self.record(fact, {"latency_ms": latency})
+        return fact
+
+    async def run_tools(self, calls: tuple[ToolCall, ...], *, concurrent: bool) -> None:
+        """Run calls (one after another, or all at once), each recorded as started before it
+        runs and as executed after; results are recorded in call order."""
+        if not calls:
+            return
+        if not concurrent:
+            for call in calls:
+                await self._run_batch((call,))
+            return
+        await self._run_batch(calls)
+
+    async def _run_batch(self, calls: tuple[ToolCall, ...]) -> None:
+        for call in calls:
+            self.record(f.ToolCallStarted(call=call))
+        self.commit()
+        for call in calls:
+            self.emit(ToolStarted(call))
+
+        async def timed(call: ToolCall) -> tuple[ToolOutcome, float]:
+            started = time.perf_counter()
+            outcome = await self._run_tool(call)
+            return outcome, round((time.perf_counter() - started) * 1000, 3)
+
+        done = await asyncio.gather(*(timed(c) for c in calls))
+        for call, (outcome, ms) in zip(calls, done, strict=True):
+            self.record(
+                f.ToolExecuted(
+                    call=call,
+                    observation=outcome.observation,
+                    success=outcome.success,
+                    error_type=outcome.error_type,
+                ),
+                {"duration_ms": ms},
+            )
+            self.emit(ToolFinished(call, outcome.observation, outcome.success))
+
+    async def ask_human(self, request: ApprovalRequest) -> Decision | None:
+        """The human's decision on a call, or None when no decision can be had now."""
+        if self._approval is None:
+            return None
+        answer = self._approval(request)
+        if inspect.isawaitable(answer):
+            answer = await answer
+        if isinstance(answer, Decision):
+            return answer
+        if answer is True:
+            return Decision(call_id=request.call.id, verdict="approved")
+        if answer is False:
+            return Decision(call_id=request.call.id, verdict="rejected")
+        if isinstance(answer, dict):
+            return Decision(call_id=request.call.id, verdict="modified", args=answer)
+        if answer is None:
+            return None
+        raise TypeError(
+            f"The approval callback returned {answer!r}; return True (approve), False (reject) "
+            "or a dict of replacement arguments."
+        )
+
+    def __repr__(self) -> str:
+        return f"RunContext(run_id={self.run_id!r}, state={self.state!r}, step={self.memory.step})"

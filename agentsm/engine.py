@@ -1,0 +1,274 @@
+"""AgentEngine: the dumb loop. Terminal? stop. Run the state's handler, look the event up in the
+table, record the transition, repeat. No business logic lives here."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import Literal, NoReturn
+
+from eventstore import EventStore
+
+from . import facts as f
+from ._sync import run_sync
+from .context import ApprovalCallback, RunContext, Suspend, ToolRunner
+from .errors import (
+    AgentFailed,
+    EngineError,
+    HandlerCrashed,
+    HumanInputRequired,
+    NoHandlerForState,
+    SafetyCapExceeded,
+)
+from .llm.base import LlmCaller, _text_sink
+from .memory import AgentMemory, fold_with_state, initial_memory
+from .outputs import (
+    AgentOutput,
+    ApprovalNeeded,
+    FinalAnswer,
+    RunErrored,
+    TextDelta,
+    TransitionTaken,
+)
+from .recorder import Recorder
+from .states.base import AgentState
+from .tools import ToolOutcome, ToolRegistry
+from .trace import Trace, decode
+from .transitions import TransitionTable
+from .types import TERMINAL_STATES, ApprovalRequest, State, ToolCall
+
+__all__ = ["AgentEngine"]
+
+Ending = Literal["done", "failed", "waiting"]
+
+
+class AgentEngine:
+    """Runs one agent run to a terminal state, recording every fact into the store.
+
+    Build it with `AgentBuilder`. `run()` returns the final answer or raises `AgentFailed`;
+    `arun()` is the same for async code; `stream()` yields outputs as the run goes on.
+    """
+
+    def __init__(
+        self,
+        *,
+        store: EventStore,
+        definition: f.RunStarted,
+        tools: ToolRegistry,
+        llm: LlmCaller,
+        table: TransitionTable,
+        handlers: Mapping[str, AgentState],
+        approval: ApprovalCallback | None = None,
+        run_id: str | None = None,
+        clock: Callable[[], float] = time.time,
+        tool_runner: ToolRunner | None = None,
+        run_info: dict[str, object] | None = None,
+    ) -> None:
+        self.run_id = run_id or uuid.uuid4().hex[:12]
+        self.store = store
+        self.tools = tools
+        self.llm = llm
+        self.table = table
+        self.handlers = dict(handlers)
+        self.approval = approval
+        self.definition = definition
+        self._clock = clock
+        self._tool_runner = tool_runner or self._run_tool
+        self._run_info = run_info or {}
+        self._recorder = Recorder(store, self.run_id, initial_memory(definition), 0, clock)
+        self._state: str = State.Idle
+        self._transitions = 0
+        self._created = False
+        self._closed = False
+
+    @classmethod
+    def attach(
+        cls,
+        *,
+        store: EventStore,
+        run_id: str,
+        tools: ToolRegistry,
+        llm: LlmCaller,
+        table: TransitionTable,
+        handlers: Mapping[str, AgentState],
+        approval: ApprovalCallback | None = None,
+        clock: Callable[[], float] = time.time,
+        tool_runner: ToolRunner | None = None,
+    ) -> AgentEngine:
+        """An engine continuing a run already in the store, from its last committed fact."""
+        stored = store.read(run_id)
+        facts = [decode(e) for e in stored]
+        if not facts or not isinstance(facts[0], f.RunStarted):
+            raise EngineError(f"Run {run_id!r} has no RunStarted fact; it cannot be continued.")
+        engine = cls(
+            store=store,
+            definition=facts[0],
+            tools=tools,
+            llm=llm,
+            table=table,
+            handlers=handlers,
+            approval=approval,
+            run_id=run_id,
+            clock=clock,
+            tool_runner=tool_runner,
+        )
+        memory, state = fold_with_state(facts)
+        engine._recorder = Recorder(store, run_id, memory, stored[-1].seq, clock)
+        engine._state = state
+        engine._transitions = sum(isinstance(x, f.Transitioned) for x in facts)
+        engine._created = True
+        engine._closed = isinstance(facts[-1], f.RunFinished)
+        return engine
+
+    # -- inspection -----------------------------------------------------------------------
+
+    @property
+    def memory(self) -> AgentMemory:
+        """The current memory: the fold of everything recorded so far."""
+        return self._recorder.memory
+
+    @property
+    def seq(self) -> int:
+        """The sequence number of the last committed fact."""
+        return self._recorder.seq
+
+    def current_state(self) -> str:
+        """The state the run is in (a `State` for the built-in ones)."""
+        return self._state
+
+    def trace(self) -> Trace:
+        """Every fact recorded for this run, read back from the store."""
+        if not self._created:
+            return Trace(self.run_id, [])
+        return Trace.load(self.store, self.run_id)
+
+    # -- running --------------------------------------------------------------------------
+
+    def run(self) -> str:
+        """Run to the end and return the final answer; works inside a running loop too."""
+        return run_sync(self.arun())
+
+    async def arun(self) -> str:
+        """Run to the end; the final answer, or `AgentFailed` / `HumanInputRequired`."""
+        ending = await self._drive(lambda output: None)
+        return self._result(ending)
+
+    async def stream(self) -> AsyncIterator[AgentOutput]:
+        """Run to the end, yielding transitions, tool starts and ends, text deltas and the
+        final answer (or error, or approval request) as they happen."""
+        queue: asyncio.Queue[AgentOutput | None] = asyncio.Queue()
+        task = asyncio.ensure_future(self._drive(queue.put_nowait))
+        task.add_done_callback(lambda _: queue.put_nowait(None))
+        try:
+            while (item := await queue.get()) is not None:
+                yield item
+            await task
+        finally:
+            if not task.done():
+                task.cancel()
+
+    def _result(self, ending: Ending) -> str:
+        if ending == "done":
+            return self.memory.final_answer or "[No answer produced]"
+        if ending == "waiting":
+            raise HumanInputRequired(self.run_id, self._approval_requests())
+        raise AgentFailed(self.memory.error or "Unknown error", self.run_id)
+
+    def _approval_requests(self) -> list[ApprovalRequest]:
+        m = self.memory
+        return [
+            ApprovalRequest(run_id=self.run_id, step=m.step, call=c)
+            for c in m.planned_calls
+            if c.id in m.pending_approval
+        ]
+
+    async def _run_tool(self, call: ToolCall) -> ToolOutcome:
+        return await self.tools.aexecute(
+            call.name, call.args, timeout=self.memory.config.tool_timeout
+        )
+
+    def _create(self) -> None:
+        self.store.create_run(
+            self.run_id, self.definition.task, info=dict(self._run_info), created_at=self._clock()
+        )
+        self._recorder.record(self.definition, State.Idle)
+        self._recorder.flush(status="running")
+        self._created = True
+
+    async def _drive(self, emit: Callable[[AgentOutput], None]) -> Ending:
+        token = _text_sink.set(lambda text: emit(TextDelta(text)))
+        try:
+            if not self._created:
+                self._create()
+            while True:
+                ending = await self._tick(emit)
+                if ending is not None:
+                    return ending
+        finally:
+            _text_sink.reset(token)
+
+    async def _tick(self, emit: Callable[[AgentOutput], None]) -> Ending | None:
+        state = self._state
+        if state in TERMINAL_STATES and self._closed:
+            return "done" if state == State.Done else "failed"
+        handler = self.handlers.get(state)
+        if handler is None:
+            self._abort(NoHandlerForState(state))
+        ctx = RunContext(
+            run_id=self.run_id,
+            state=state,
+            recorder=self._recorder,
+            tools=self.tools,
+            llm=self.llm,
+            tool_runner=self._tool_runner,
+            approval=self.approval,
+            emit=emit,
+        )
+        try:
+            event = await handler.handle(ctx)
+        except EngineError as e:
+            self._abort(e)
+        except Exception as e:
+            self._abort(HandlerCrashed(state, e), cause=e)
+        if isinstance(event, Suspend):
+            self._recorder.flush(status="waiting")
+            emit(ApprovalNeeded(tuple(self._approval_requests())))
+            return "waiting"
+        if state in TERMINAL_STATES:
+            ending: Ending = "done" if state == State.Done else "failed"
+            self._recorder.flush(status=ending)
+            self._closed = True
+            if ending == "done":
+                emit(FinalAnswer(self.memory.final_answer or ""))
+            else:
+                emit(RunErrored(self.memory.error or "Unknown error"))
+            return ending
+        cap = self.memory.config.effective_safety_cap()
+        if self._transitions >= cap:
+            self._abort(SafetyCapExceeded(self._transitions + 1, cap))
+        try:
+            target = self.table.next_state(state, event)
+        except EngineError as e:
+            self._abort(e)
+        self._recorder.record(f.Transitioned(from_state=state, event=event, to_state=target), state)
+        self._recorder.flush(status="running")
+        self._state = target
+        self._transitions += 1
+        emit(TransitionTaken(state, event, target, self.memory.step))
+        return None
+
+    def _abort(self, error: EngineError, cause: BaseException | None = None) -> NoReturn:
+        """Keep what the handler recorded, add RunAborted, mark the run, raise."""
+        self._recorder.record(
+            f.RunAborted(error_type=type(error).__name__, message=str(error)), self._state
+        )
+        self._recorder.flush(status="aborted")
+        raise error from cause
+
+    def __repr__(self) -> str:
+        return (
+            f"AgentEngine(run_id={self.run_id!r}, state={self._state!r}, step={self.memory.step}, "
+            f"store={self.store!r})"
+        )

@@ -1,0 +1,128 @@
+"""Errors of agentsm. Failure that the LLM can reason about is data, never one of these.
+
+AgentError                   root of everything agentsm raises
+├── BuildError               setup: the builder or a table was given something unusable
+├── AgentFailed              the run ended in Error; `.error` holds the recorded reason
+├── HumanInputRequired       the run waits for a human decision and has no callback
+└── EngineError              structural faults: the run stops where it is
+    ├── InvalidTransition    a handler returned an event the table has no row for
+    ├── NoHandlerForState    the current state has no handler
+    ├── SafetyCapExceeded    more transitions than the safety cap allows
+    ├── OwnershipViolation   a handler recorded a fact its state does not own
+    └── HandlerCrashed       a handler raised instead of returning an event
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .types import ApprovalRequest
+
+__all__ = [
+    "AgentError",
+    "AgentFailed",
+    "BuildError",
+    "EngineError",
+    "HandlerCrashed",
+    "HumanInputRequired",
+    "InvalidTransition",
+    "NoHandlerForState",
+    "OwnershipViolation",
+    "SafetyCapExceeded",
+]
+
+
+class AgentError(Exception):
+    """Root of every error agentsm raises."""
+
+
+class BuildError(AgentError):
+    """The agent could not be built; the message names what is missing and how to add it."""
+
+
+class AgentFailed(AgentError):
+    """The run ended in the Error state. `error` is the reason recorded in the log."""
+
+    def __init__(self, error: str, run_id: str = "") -> None:
+        self.error = error
+        self.run_id = run_id
+        super().__init__(f"Agent failed: {error}")
+
+
+class HumanInputRequired(AgentError):
+    """The run stopped in WaitingForHuman: a call needs approval and no callback was given."""
+
+    def __init__(self, run_id: str, requests: list[ApprovalRequest]) -> None:
+        self.run_id = run_id
+        self.requests = requests
+        names = ", ".join(r.call.name for r in requests)
+        super().__init__(
+            f"Run {run_id} waits for a human decision on {names}. Give `.on_approval(callback)` "
+            "to the builder, or record the decision later and resume the run."
+        )
+
+
+class EngineError(AgentError):
+    """A structural fault: the engine stopped; what was recorded stays in the log."""
+
+
+class InvalidTransition(EngineError):
+    """The table has no row for (state, event)."""
+
+    def __init__(self, state: str, event: str) -> None:
+        self.state = state
+        self.event = event
+        super().__init__(
+            f"Invalid transition: {state} + {event} is not in the transition table. "
+            f"Add a row ({state}, {event}) -> <next state> to the table, or fix the handler "
+            f"of {state} so it returns an event the table accepts."
+        )
+
+
+class NoHandlerForState(EngineError):
+    """No handler is registered for the current state."""
+
+    def __init__(self, state: str) -> None:
+        self.state = state
+        super().__init__(
+            f"No handler registered for state {state!r}. Register one with "
+            f"AgentBuilder.handler({state!r}, handler)."
+        )
+
+
+class SafetyCapExceeded(EngineError):
+    """The run took more transitions than the safety cap: a loop in the table or handlers."""
+
+    def __init__(self, transitions: int, cap: int) -> None:
+        self.transitions = transitions
+        self.cap = cap
+        super().__init__(
+            f"Safety cap exceeded: {transitions} transitions, cap {cap}. A cycle of the table "
+            "does not pass through Planning's step guard; fix the table, or raise "
+            "AgentConfig.safety_cap if the run is legitimately long."
+        )
+
+
+class OwnershipViolation(EngineError):
+    """A handler recorded a fact that its state may not record."""
+
+    def __init__(self, state: str, kind: str, owners: frozenset[str]) -> None:
+        self.state = state
+        self.kind = kind
+        super().__init__(
+            f"State {state} recorded {kind}, which only {', '.join(sorted(owners))} may record. "
+            "Move that work to the owning state's handler."
+        )
+
+
+class HandlerCrashed(EngineError):
+    """A handler raised an exception instead of returning an event (a bug in the handler)."""
+
+    def __init__(self, state: str, error: BaseException) -> None:
+        self.state = state
+        self.error = error
+        super().__init__(
+            f"The handler of {state} raised {type(error).__name__}: {error}. Handlers return "
+            "events; turn recoverable failures into data (an observation) instead of raising."
+        )

@@ -1,0 +1,295 @@
+"""The recorded facts: the log schema of a run. Each fact says, in the past tense, what happened.
+
+Facts are frozen pydantic models in one union discriminated on `kind`. Measurements (durations,
+latencies, timestamps) are not facts: they live in the envelope, which replay does not compare.
+`OWNERS` says which state may record which fact; the engine refuses anything else.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+from .types import (
+    AgentConfig,
+    HistoryEntry,
+    LlmResponse,
+    State,
+    TokenBudget,
+    ToolCall,
+    ToolSchema,
+)
+
+__all__ = [
+    "FACT_ADAPTER",
+    "OWNERS",
+    "AnswerRejected",
+    "ApprovalRequested",
+    "ConfidenceLow",
+    "Decision",
+    "Fact",
+    "FinalAnswerProduced",
+    "HistoryCompressed",
+    "HumanDecided",
+    "LlmFailed",
+    "LlmRequested",
+    "LlmResponded",
+    "ObservationCommitted",
+    "ReflectionSkipped",
+    "RunAborted",
+    "RunFailed",
+    "RunFinished",
+    "RunStarted",
+    "StepStarted",
+    "ToolCallStarted",
+    "ToolCallsPlanned",
+    "ToolExecuted",
+    "ToolsRejected",
+    "Transitioned",
+]
+
+Purpose = Literal["plan", "reflect"]
+
+
+class _Fact(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class RunStarted(_Fact):
+    """The run's definition: everything memory starts from."""
+
+    kind: Literal["RunStarted"] = "RunStarted"
+    task: str
+    task_type: str
+    system_prompt: str
+    config: AgentConfig
+    tools: tuple[ToolSchema, ...]
+    blacklisted_tools: tuple[str, ...] = ()
+    approval_required: tuple[str, ...] = ()
+    budget: TokenBudget | None = None
+
+
+class StepStarted(_Fact):
+    """Planning began step `step` (guard first, then increment)."""
+
+    kind: Literal["StepStarted"] = "StepStarted"
+    step: int
+
+
+class LlmRequested(_Fact):
+    """An LLM call is about to be made: the model, the tool set and a digest of the messages."""
+
+    kind: Literal["LlmRequested"] = "LlmRequested"
+    purpose: Purpose
+    model: str
+    messages_digest: str
+    tools: tuple[str, ...]
+    tools_digest: str
+
+
+class LlmResponded(_Fact):
+    """The LLM answered; its usage is summed into memory."""
+
+    kind: Literal["LlmResponded"] = "LlmResponded"
+    purpose: Purpose
+    response: LlmResponse
+
+
+class LlmFailed(_Fact):
+    """The LLM call raised; the error class and message are kept."""
+
+    kind: Literal["LlmFailed"] = "LlmFailed"
+    purpose: Purpose
+    error_type: str
+    message: str
+
+
+class ConfidenceLow(_Fact):
+    """A response's confidence was under the threshold with retries left; it was discarded."""
+
+    kind: Literal["ConfidenceLow"] = "ConfidenceLow"
+    confidence: float
+    threshold: float
+
+
+class ToolsRejected(_Fact):
+    """Planning refused calls (a blacklisted tool); the refusals are shown to the LLM."""
+
+    kind: Literal["ToolsRejected"] = "ToolsRejected"
+    entries: tuple[HistoryEntry, ...]
+
+
+class ToolCallsPlanned(_Fact):
+    """The calls Acting (or ParallelActing, when `parallel`) is to run, in the LLM's order."""
+
+    kind: Literal["ToolCallsPlanned"] = "ToolCallsPlanned"
+    calls: tuple[ToolCall, ...]
+    parallel: bool
+    text: str | None = None
+
+
+class ApprovalRequested(_Fact):
+    """These planned calls need a human decision before anything runs."""
+
+    kind: Literal["ApprovalRequested"] = "ApprovalRequested"
+    call_ids: tuple[str, ...]
+
+
+class Decision(BaseModel):
+    """A human's verdict on one call: approved, rejected, or modified with new arguments."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    call_id: str
+    verdict: Literal["approved", "rejected", "modified"]
+    args: dict[str, Any] | None = None
+    note: str = ""
+
+
+class HumanDecided(_Fact):
+    """The human's decisions on the calls that waited for approval."""
+
+    kind: Literal["HumanDecided"] = "HumanDecided"
+    decisions: tuple[Decision, ...]
+
+
+class ToolCallStarted(_Fact):
+    """A tool is about to run; committed before it runs, so a crash leaves it visible."""
+
+    kind: Literal["ToolCallStarted"] = "ToolCallStarted"
+    call: ToolCall
+
+
+class ToolExecuted(_Fact):
+    """A tool ran (or could not): its observation, "SUCCESS: ..." or "ERROR: {type}: ..."."""
+
+    kind: Literal["ToolExecuted"] = "ToolExecuted"
+    call: ToolCall
+    observation: str
+    success: bool
+    error_type: str | None = None
+
+
+class ObservationCommitted(_Fact):
+    """Observing moved the step's results (and refusals) into history."""
+
+    kind: Literal["ObservationCommitted"] = "ObservationCommitted"
+    entries: tuple[HistoryEntry, ...]
+
+
+class HistoryCompressed(_Fact):
+    """Reflecting replaced the history with one `[SUMMARY]` entry."""
+
+    kind: Literal["HistoryCompressed"] = "HistoryCompressed"
+    summary: HistoryEntry
+    replaced: int
+
+
+class ReflectionSkipped(_Fact):
+    """Reflecting did not compress (empty history, failed call, no budget); history is kept."""
+
+    kind: Literal["ReflectionSkipped"] = "ReflectionSkipped"
+    reason: str
+
+
+class AnswerRejected(_Fact):
+    """A final answer was refused (shorter than `min_answer_length`)."""
+
+    kind: Literal["AnswerRejected"] = "AnswerRejected"
+    content: str
+    reason: str
+
+
+class FinalAnswerProduced(_Fact):
+    """The LLM's final answer was accepted."""
+
+    kind: Literal["FinalAnswerProduced"] = "FinalAnswerProduced"
+    content: str
+
+
+class RunFailed(_Fact):
+    """The run cannot go on; `reason` is a code (max_steps, budget, llm_error, ...)."""
+
+    kind: Literal["RunFailed"] = "RunFailed"
+    reason: str
+    message: str
+
+
+class Transitioned(_Fact):
+    """The engine moved from one state to the next through an event of the table."""
+
+    kind: Literal["Transitioned"] = "Transitioned"
+    from_state: str
+    event: str
+    to_state: str
+
+
+class RunFinished(_Fact):
+    """The closing fact of a run, recorded by Done or Error."""
+
+    kind: Literal["RunFinished"] = "RunFinished"
+    status: Literal["done", "failed"]
+    final_answer: str | None = None
+    error: str | None = None
+
+
+class RunAborted(_Fact):
+    """A structural error stopped the engine; the run stays in its state."""
+
+    kind: Literal["RunAborted"] = "RunAborted"
+    error_type: str
+    message: str
+
+
+Fact = Annotated[
+    RunStarted
+    | StepStarted
+    | LlmRequested
+    | LlmResponded
+    | LlmFailed
+    | ConfidenceLow
+    | ToolsRejected
+    | ToolCallsPlanned
+    | ApprovalRequested
+    | HumanDecided
+    | ToolCallStarted
+    | ToolExecuted
+    | ObservationCommitted
+    | HistoryCompressed
+    | ReflectionSkipped
+    | AnswerRejected
+    | FinalAnswerProduced
+    | RunFailed
+    | Transitioned
+    | RunFinished
+    | RunAborted,
+    Field(discriminator="kind"),
+]
+
+FACT_ADAPTER: TypeAdapter[Fact] = TypeAdapter(Fact)
+
+_P, _A, _PA = State.Planning, State.Acting, State.ParallelActing
+
+OWNERS: dict[str, frozenset[str]] = {
+    "RunStarted": frozenset({State.Idle}),
+    "StepStarted": frozenset({_P}),
+    "LlmRequested": frozenset({_P, State.Reflecting}),
+    "LlmResponded": frozenset({_P, State.Reflecting}),
+    "LlmFailed": frozenset({_P, State.Reflecting}),
+    "ConfidenceLow": frozenset({_P}),
+    "ToolsRejected": frozenset({_P}),
+    "ToolCallsPlanned": frozenset({_P}),
+    "ApprovalRequested": frozenset({_P}),
+    "AnswerRejected": frozenset({_P}),
+    "FinalAnswerProduced": frozenset({_P}),
+    "RunFailed": frozenset({_P, _A}),
+    "HumanDecided": frozenset({State.WaitingForHuman}),
+    "ToolCallStarted": frozenset({_A, _PA}),
+    "ToolExecuted": frozenset({_A, _PA}),
+    "ObservationCommitted": frozenset({State.Observing}),
+    "HistoryCompressed": frozenset({State.Reflecting}),
+    "ReflectionSkipped": frozenset({State.Reflecting}),
+    "RunFinished": frozenset({State.Done, State.Error}),
+}
+"""Which built-in state may record which fact. Transitioned and RunAborted are the engine's.
+Custom states (names outside `State`) are not restricted."""

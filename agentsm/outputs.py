@@ -1,0 +1,83 @@
+"""What `engine.stream()` yields while a run goes on."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .types import ApprovalRequest, ToolCall
+
+__all__ = [
+    "AgentOutput",
+    "ApprovalNeeded",
+    "FinalAnswer",
+    "RunErrored",
+    "TextDelta",
+    "ToolFinished",
+    "ToolStarted",
+    "TransitionTaken",
+]
+
+
+@dataclass(frozen=True)
+class TransitionTaken:
+    """The engine moved from one state to another."""
+
+    from_state: str
+    event: str
+    to_state: str
+    step: int
+
+
+@dataclass(frozen=True)
+class ToolStarted:
+    """A tool is about to run."""
+
+    call: ToolCall
+
+
+@dataclass(frozen=True)
+class ToolFinished:
+    """A tool has run; `observation` is what the LLM will read."""
+
+    call: ToolCall
+    observation: str
+    success: bool
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    """A fragment of LLM text, as a streaming provider delivers it."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class FinalAnswer:
+    """The run ended in Done with this answer."""
+
+    content: str
+
+
+@dataclass(frozen=True)
+class RunErrored:
+    """The run ended in Error for this reason."""
+
+    error: str
+
+
+@dataclass(frozen=True)
+class ApprovalNeeded:
+    """The run stopped in WaitingForHuman: these calls wait for a decision."""
+
+    requests: tuple[ApprovalRequest, ...]
+
+
+AgentOutput = (
+    TransitionTaken
+    | ToolStarted
+    | ToolFinished
+    | TextDelta
+    | FinalAnswer
+    | RunErrored
+    | ApprovalNeeded
+)

@@ -1,0 +1,63 @@
+"""The recorder: appends a run's facts to the store and applies them to memory, nothing else."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from eventstore import EventStore, NewEvent
+
+from .errors import OwnershipViolation
+from .facts import OWNERS, Fact
+from .memory import AgentMemory, apply
+from .types import State
+
+__all__ = ["Recorder"]
+
+_BUILTIN = frozenset(State)
+
+
+class Recorder:
+    """Buffers the facts of one handler call and commits them in one transaction.
+
+    `record` checks ownership, applies the fact to memory through the reducer and buffers it;
+    `flush` appends the buffer (with the run's status) atomically.
+    """
+
+    def __init__(
+        self,
+        store: EventStore,
+        run_id: str,
+        memory: AgentMemory,
+        seq: int,
+        clock: Callable[[], float],
+    ) -> None:
+        self.store = store
+        self.run_id = run_id
+        self.memory = memory
+        self.seq = seq
+        self.clock = clock
+        self._pending: list[NewEvent] = []
+
+    def record(self, fact: Fact, state: str, metrics: dict[str, Any] | None = None) -> None:
+        """Apply `fact` to memory and buffer it for the next commit."""
+        owners = OWNERS.get(fact.kind)
+        if owners is not None and state in _BUILTIN and state not in owners:
+            raise OwnershipViolation(state, fact.kind, owners)
+        self.memory = apply(self.memory, fact)
+        meta: dict[str, Any] = {"state": str(state), "step": self.memory.step}
+        if metrics:
+            meta["metrics"] = metrics
+        self._pending.append(NewEvent(fact.kind, fact.model_dump_json(), meta, self.clock()))
+
+    @property
+    def pending(self) -> int:
+        """Facts recorded but not yet committed."""
+        return len(self._pending)
+
+    def flush(self, status: str | None = None) -> None:
+        """Commit the buffered facts (and the status) in one transaction."""
+        if not self._pending and status is None:
+            return
+        self.seq = self.store.append(self.run_id, self.seq, self._pending, status=status)
+        self._pending.clear()

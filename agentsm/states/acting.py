@@ -1,0 +1,53 @@
+"""Acting and ParallelActing: run the planned calls; every failure becomes an observation."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from .. import facts as f
+from ..context import RunContext
+from ..events import Event
+from ..types import State
+
+
+def _outcome(ctx: RunContext) -> str:
+    ok = all(r.success for r in ctx.memory.results)
+    return Event.ToolSuccess if ok else Event.ToolFailure
+
+
+class ActingState:
+    """Runs the planned calls one after another, in the LLM's order."""
+
+    name: ClassVar[str] = State.Acting
+    emits: ClassVar[frozenset[str]] = frozenset(
+        {Event.ToolSuccess, Event.ToolFailure, Event.FatalError}
+    )
+
+    async def handle(self, ctx: RunContext) -> str:
+        if not ctx.memory.planned_calls:
+            ctx.record(
+                f.RunFailed(
+                    reason="no_tool_call",
+                    message="Acting was entered with no planned tool call; check the table.",
+                )
+            )
+            return Event.FatalError
+        await ctx.run_tools(ctx.memory.unfinished_calls(), concurrent=False)
+        return _outcome(ctx)
+
+    def __repr__(self) -> str:
+        return "ActingState()"
+
+
+class ParallelActingState:
+    """Runs the planned calls concurrently; results are recorded in call order."""
+
+    name: ClassVar[str] = State.ParallelActing
+    emits: ClassVar[frozenset[str]] = frozenset({Event.ToolSuccess, Event.ToolFailure})
+
+    async def handle(self, ctx: RunContext) -> str:
+        await ctx.run_tools(ctx.memory.unfinished_calls(), concurrent=True)
+        return _outcome(ctx) if ctx.memory.results else Event.ToolFailure
+
+    def __repr__(self) -> str:
+        return "ParallelActingState()"

@@ -1,0 +1,278 @@
+"""Tools: the registry the engine runs them from, and `@tool`, which derives a schema from hints.
+
+A tool never crashes the loop: an unknown name, arguments that break the schema, an exception
+or a timeout all come back as an `ERROR: {type}: {message}` observation the LLM can read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import inspect
+import json
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, overload
+
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+
+from ._sync import run_sync
+from .errors import BuildError
+from .schema import schema_errors
+from .types import ToolSchema
+
+__all__ = ["Tool", "ToolOutcome", "ToolRegistry", "tool"]
+
+ToolFunc = Callable[..., Any]
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    """The result of one tool execution, already phrased as the observation the LLM will see."""
+
+    observation: str
+    success: bool
+    error_type: str | None = None
+
+    @classmethod
+    def ok(cls, result: Any) -> ToolOutcome:
+        """A success; non-string results are rendered as JSON."""
+        text = result if isinstance(result, str) else json.dumps(result, default=str)
+        return cls(f"SUCCESS: {text}", True)
+
+    @classmethod
+    def failed(cls, error_type: str, message: str) -> ToolOutcome:
+        """A failure as data: `ERROR: {type}: {message}`."""
+        return cls(f"ERROR: {error_type}: {message}", False, error_type)
+
+
+class Tool:
+    """A callable tool: its schema, its function, and how to call it.
+
+    `keywords=True` calls `func(**args)` after validating the arguments with a pydantic model
+    built from the function's signature (the `@tool` form); otherwise `func(args)` gets the
+    argument dict, checked against `schema` (the explicit form).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        description: str,
+        schema: dict[str, Any],
+        func: ToolFunc,
+        *,
+        keywords: bool = False,
+        idempotent: bool = False,
+        timeout: float | None = None,
+        model: type[BaseModel] | None = None,
+    ) -> None:
+        if not name or not isinstance(name, str):
+            raise BuildError(f"A tool needs a non-empty string name, not {name!r}.")
+        if not callable(func):
+            raise BuildError(f"Tool {name!r}: {func!r} is not callable.")
+        if not isinstance(schema, dict):
+            raise BuildError(f"Tool {name!r}: the schema must be a JSON schema dict.")
+        self.name = name
+        self.description = description
+        self.schema = schema
+        self.func = func
+        self.keywords = keywords
+        self.idempotent = idempotent
+        self.timeout = timeout
+        self._model = model
+        self.is_async = inspect.iscoroutinefunction(func)
+
+    @property
+    def tool_schema(self) -> ToolSchema:
+        """What the LLM is told about this tool."""
+        return ToolSchema(name=self.name, description=self.description, input_schema=self.schema)
+
+    def validate(self, args: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+        """Arguments ready to pass, and the problems found (empty when valid)."""
+        if self._model is not None:
+            try:
+                parsed = self._model.model_validate(args)
+            except ValidationError as e:
+                return args, [
+                    f"args.{'.'.join(str(p) for p in err['loc'])}: {err['msg']}"
+                    for err in e.errors()
+                ]
+            return {k: getattr(parsed, k) for k in type(parsed).model_fields}, []
+        return args, schema_errors(args, self.schema)
+
+    def invoke(self, args: dict[str, Any]) -> Any:
+        """Call the function with validated arguments (a coroutine for async tools)."""
+        return self.func(**args) if self.keywords else self.func(args)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.func(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        flags = " idempotent" if self.idempotent else ""
+        return f"<Tool {self.name!r}{' async' if self.is_async else ''}{flags}>"
+
+
+def _schema_from_signature(func: ToolFunc, name: str) -> tuple[dict[str, Any], type[BaseModel]]:
+    fields: dict[str, Any] = {}
+    hints = inspect.get_annotations(func, eval_str=True)
+    for pname, param in inspect.signature(func).parameters.items():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            raise BuildError(f"@tool {name!r}: *args and **kwargs cannot be described to an LLM.")
+        hint = hints.get(pname, Any)
+        default = ... if param.default is inspect.Parameter.empty else param.default
+        fields[pname] = (hint, default)
+    model = create_model(
+        f"{name}_args", __config__=ConfigDict(extra="forbid"), **fields
+    )
+    schema = model.model_json_schema()
+    schema.pop("title", None)
+    for prop in schema.get("properties", {}).values():
+        prop.pop("title", None)
+    return schema, model
+
+
+@overload
+def tool(func: ToolFunc, /) -> Tool: ...
+
+
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    idempotent: bool = False,
+    timeout: float | None = None,
+) -> Callable[[ToolFunc], Tool]: ...
+
+
+def tool(
+    func: ToolFunc | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    idempotent: bool = False,
+    timeout: float | None = None,
+) -> Tool | Callable[[ToolFunc], Tool]:
+    """Make a tool of a typed function: the schema comes from its hints, the description from
+    the first paragraph of its docstring. `idempotent` tools may be re-run on resume."""
+
+    def wrap(fn: ToolFunc) -> Tool:
+        tool_name = name or fn.__name__
+        doc = inspect.getdoc(fn) or ""
+        desc = description or doc.split("\n\n")[0].replace("\n", " ").strip() or tool_name
+        schema, model = _schema_from_signature(fn, tool_name)
+        return Tool(
+            tool_name,
+            desc,
+            schema,
+            fn,
+            keywords=True,
+            idempotent=idempotent,
+            timeout=timeout,
+            model=model,
+        )
+
+    return wrap(func) if func is not None else wrap
+
+
+class ToolRegistry:
+    """Tools by name: registration, the schemas sent to the LLM, and execution."""
+
+    def __init__(self) -> None:
+        self._tools: dict[str, Tool] = {}
+        self._digest: str | None = None
+
+    def register(
+        self,
+        name: str,
+        description: str,
+        schema: dict[str, Any],
+        func: Callable[[dict[str, Any]], Any] | Callable[[dict[str, Any]], Awaitable[Any]],
+        *,
+        idempotent: bool = False,
+        timeout: float | None = None,
+    ) -> Tool:
+        """Register `func(args: dict)` under `name`; a name registered twice is a BuildError."""
+        return self.add(
+            Tool(name, description, schema, func, idempotent=idempotent, timeout=timeout)
+        )
+
+    def add(self, item: Tool) -> Tool:
+        """Register a `Tool` (what `@tool` returns)."""
+        if item.name in self._tools:
+            raise BuildError(f"A tool named {item.name!r} is registered already; rename one.")
+        self._tools[item.name] = item
+        self._digest = None
+        return item
+
+    def get(self, name: str) -> Tool | None:
+        """The tool named `name`, or None."""
+        return self._tools.get(name)
+
+    def has(self, name: str) -> bool:
+        """True if a tool with this name is registered."""
+        return name in self._tools
+
+    def names(self) -> list[str]:
+        """Registered tool names, in registration order."""
+        return list(self._tools)
+
+    def schemas(self) -> list[ToolSchema]:
+        """The schema of every tool, in registration order; sent with every LLM call."""
+        return [t.tool_schema for t in self._tools.values()]
+
+    def digest(self) -> str:
+        """A digest of the schemas, so replay can tell whether the tool set changed."""
+        if self._digest is None:
+            data = json.dumps([s.model_dump() for s in self.schemas()], sort_keys=True)
+            self._digest = hashlib.sha256(data.encode()).hexdigest()[:32]
+        return self._digest
+
+    async def aexecute(
+        self, name: str, args: dict[str, Any], *, timeout: float | None = None
+    ) -> ToolOutcome:
+        """Run a tool; every failure comes back as an `ERROR:` outcome, never as an exception.
+        Sync tools run in a worker thread so that they neither block the loop nor each other."""
+        entry = self._tools.get(name)
+        if entry is None:
+            known = ", ".join(self._tools) or "none"
+            return ToolOutcome.failed(
+                "UnknownTool", f"Tool '{name}' not found in registry (registered: {known})"
+            )
+        if not isinstance(args, dict):
+            return ToolOutcome.failed("InvalidArguments", f"arguments must be an object: {args!r}")
+        values, problems = entry.validate(args)
+        if problems:
+            return ToolOutcome.failed("InvalidArguments", "; ".join(problems))
+        limit = entry.timeout if entry.timeout is not None else timeout
+        try:
+            if entry.is_async:
+                result = await asyncio.wait_for(entry.invoke(values), limit)
+            else:
+                result = await asyncio.wait_for(asyncio.to_thread(entry.invoke, values), limit)
+                if inspect.isawaitable(result):
+                    result = await asyncio.wait_for(result, limit)
+        except TimeoutError:
+            return ToolOutcome.failed("TimeoutError", f"tool '{name}' did not finish in {limit}s")
+        except Exception as e:  # failure is data: the LLM reads it
+            return ToolOutcome.failed(type(e).__name__, str(e))
+        return ToolOutcome.ok(result)
+
+    def execute(
+        self, name: str, args: dict[str, Any], *, timeout: float | None = None
+    ) -> ToolOutcome:
+        """`aexecute` from sync code."""
+        return run_sync(self.aexecute(name, args, timeout=timeout))
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def __iter__(self) -> Iterator[Tool]:
+        return iter(self._tools.values())
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def __repr__(self) -> str:
+        return f"ToolRegistry({', '.join(self._tools) or 'empty'})"

@@ -1,0 +1,176 @@
+"""Trace: a read view over a run's log, one TraceEntry per recorded fact."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+from eventstore import EventStore, StoredEvent
+
+from . import facts as f
+from .facts import FACT_ADAPTER, Fact
+
+__all__ = ["Trace", "TraceEntry", "decode", "summarize"]
+
+
+def decode(event: StoredEvent) -> Fact:
+    """The fact stored in one event of the log."""
+    return FACT_ADAPTER.validate_json(event.payload)
+
+
+@dataclass(frozen=True)
+class TraceEntry:
+    """One recorded fact with its envelope: where it happened, when, and a one-line summary."""
+
+    seq: int
+    step: int
+    state: str
+    event: str
+    data: str
+    timestamp: float
+    fact: Fact = field(repr=False)
+    metrics: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_stored(cls, stored: StoredEvent) -> TraceEntry:
+        """Decode a stored event into a trace entry."""
+        fact = decode(stored)
+        return cls(
+            seq=stored.seq,
+            step=int(stored.meta.get("step", 0)),
+            state=str(stored.meta.get("state", "")),
+            event=stored.kind,
+            data=summarize(fact),
+            timestamp=stored.recorded_at,
+            fact=fact,
+            metrics=dict(stored.meta.get("metrics", {})),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data: the envelope and the fact."""
+        return {
+            "seq": self.seq,
+            "step": self.step,
+            "state": self.state,
+            "event": self.event,
+            "data": self.data,
+            "timestamp": self.timestamp,
+            "metrics": self.metrics,
+            "fact": self.fact.model_dump(mode="json"),
+        }
+
+
+class Trace:
+    """Every fact of one run, in order; read from the log, never kept apart from it."""
+
+    def __init__(self, run_id: str, entries: Sequence[TraceEntry]) -> None:
+        self.run_id = run_id
+        self._entries = list(entries)
+
+    @classmethod
+    def load(cls, store: EventStore, run_id: str, *, upto: int | None = None) -> Trace:
+        """The trace of `run_id` as the store holds it (up to seq `upto`)."""
+        return cls(run_id, [TraceEntry.from_stored(e) for e in store.read(run_id, upto=upto)])
+
+    def entries(self) -> list[TraceEntry]:
+        """All entries, in sequence order."""
+        return list(self._entries)
+
+    def facts(self) -> list[Fact]:
+        """The facts alone, in order (what `fold` takes)."""
+        return [e.fact for e in self._entries]
+
+    def for_state(self, name: str) -> list[TraceEntry]:
+        """Entries recorded while the engine was in state `name`."""
+        return [e for e in self._entries if e.state == name]
+
+    def to_json(self) -> str:
+        """The trace as a JSON array of entries."""
+        return json.dumps([e.to_dict() for e in self._entries], indent=2)
+
+    def format(self, width: int = 100) -> str:
+        """A table of every fact: seq, step, state, fact, summary."""
+        head = f"{'seq':>4}  {'step':>4}  {'state':<16} {'fact':<21} data"
+        lines = [head, "-" * min(width, 120)]
+        room = max(20, width - len(head) + 4)
+        for e in self._entries:
+            data = e.data if len(e.data) <= room else e.data[: room - 1] + "…"
+            lines.append(f"{e.seq:>4}  {e.step:>4}  {e.state:<16} {e.event:<21} {data}")
+        return "\n".join(lines)
+
+    def print(self, file: IO[str] | None = None) -> None:
+        """Print the table of every fact."""
+        print(self.format(), file=file)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __iter__(self) -> Iterator[TraceEntry]:
+        return iter(self._entries)
+
+    def __getitem__(self, index: int) -> TraceEntry:
+        return self._entries[index]
+
+    def __repr__(self) -> str:
+        return f"Trace(run_id={self.run_id!r}, entries={len(self._entries)})"
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def summarize(fact: Fact) -> str:
+    """One line saying what a fact records."""
+    match fact:
+        case f.RunStarted():
+            return f"task={_short(fact.task, 50)!r} type={fact.task_type} tools={len(fact.tools)}"
+        case f.StepStarted():
+            return f"step {fact.step}"
+        case f.LlmRequested():
+            return f"{fact.purpose} model={fact.model or '(default)'} tools={len(fact.tools)}"
+        case f.LlmResponded():
+            r = fact.response
+            usage = f" tokens={r.usage.total_tokens}" if r.usage else ""
+            if r.is_final:
+                return f"answer {_short(r.content or '')!r}{usage}"
+            calls = ", ".join(f"{c.name}({_short(c.args, 30)})" for c in r.calls)
+            return f"calls {calls} confidence={r.confidence}{usage}"
+        case f.LlmFailed():
+            return f"{fact.purpose} {fact.error_type}: {_short(fact.message)}"
+        case f.ConfidenceLow():
+            return f"confidence {fact.confidence} < {fact.threshold}"
+        case f.ToolsRejected():
+            return "; ".join(_short(e.observation) for e in fact.entries)
+        case f.ToolCallsPlanned():
+            mode = "parallel" if fact.parallel else "sequential"
+            return f"{mode}: " + ", ".join(f"{c.name}({_short(c.args, 30)})" for c in fact.calls)
+        case f.ApprovalRequested():
+            return f"calls {', '.join(fact.call_ids)}"
+        case f.HumanDecided():
+            return ", ".join(f"{d.call_id}={d.verdict}" for d in fact.decisions)
+        case f.ToolCallStarted():
+            return f"{fact.call.name}({_short(fact.call.args, 40)})"
+        case f.ToolExecuted():
+            return f"{fact.call.name} -> {_short(fact.observation)}"
+        case f.ObservationCommitted():
+            return f"{len(fact.entries)} entries"
+        case f.HistoryCompressed():
+            return f"{fact.replaced} entries -> {_short(fact.summary.observation)!r}"
+        case f.ReflectionSkipped():
+            return fact.reason
+        case f.AnswerRejected():
+            return f"{fact.reason}: {_short(fact.content)!r}"
+        case f.FinalAnswerProduced():
+            return _short(fact.content, 80)
+        case f.RunFailed():
+            return f"{fact.reason}: {_short(fact.message, 80)}"
+        case f.Transitioned():
+            return f"{fact.from_state} --{fact.event}--> {fact.to_state}"
+        case f.RunFinished():
+            return f"{fact.status}: {_short(fact.final_answer or fact.error or '', 70)}"
+        case f.RunAborted():
+            return f"{fact.error_type}: {_short(fact.message, 80)}"
+    return ""  # pragma: no cover

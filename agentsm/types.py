@@ -1,0 +1,232 @@
+"""Plain data shared by the whole engine: states, tool calls, LLM responses, config, usage."""
+
+from __future__ import annotations
+
+import uuid
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "AgentConfig",
+    "ApprovalRequest",
+    "HistoryEntry",
+    "LlmResponse",
+    "State",
+    "TokenBudget",
+    "TokenUsage",
+    "ToolCall",
+    "ToolResult",
+    "ToolSchema",
+]
+
+
+class State(StrEnum):
+    """The nine built-in states; a custom table may add its own states as plain strings."""
+
+    Idle = "Idle"
+    Planning = "Planning"
+    Acting = "Acting"
+    ParallelActing = "ParallelActing"
+    WaitingForHuman = "WaitingForHuman"
+    Observing = "Observing"
+    Reflecting = "Reflecting"
+    Done = "Done"
+    Error = "Error"
+
+    def is_terminal(self) -> bool:
+        """Done and Error end a run: the engine exits when it reaches one."""
+        return self in (State.Done, State.Error)
+
+    def __repr__(self) -> str:
+        return f"State.{self.name}"
+
+
+TERMINAL_STATES: frozenset[str] = frozenset({State.Done, State.Error})
+
+
+def as_state(name: str) -> str:
+    """`State(name)` for a built-in state, the plain name for a custom one."""
+    try:
+        return State(name)
+    except ValueError:
+        return name
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+def new_call_id() -> str:
+    """A fresh tool-call id, used when the LLM (or a script) gives none."""
+    return "call_" + uuid.uuid4().hex[:16]
+
+
+class ToolCall(_Frozen):
+    """A tool invocation requested by the LLM; `id` ties the call to its result."""
+
+    name: str
+    args: dict[str, Any] = Field(default_factory=dict)
+    id: str = Field(default_factory=new_call_id)
+
+
+class TokenUsage(_Frozen):
+    """Tokens consumed by one LLM call, or summed over a run."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        """Input plus output tokens: what a budget counts."""
+        return self.input_tokens + self.output_tokens
+
+    def __add__(self, other: TokenUsage) -> TokenUsage:
+        return TokenUsage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
+            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
+        )
+
+
+class TokenBudget(_Frozen):
+    """A ceiling on the tokens a run may spend; checked before every LLM call."""
+
+    max_total_tokens: int = Field(gt=0)
+
+
+class LlmResponse(_Frozen):
+    """What an LLM call returns: tool calls (one or several) or a final answer.
+
+    `content` is the final answer when there are no calls, or the text that came with them.
+    `stop_reason` is what the provider said (e.g. "max_tokens" when the answer was cut off).
+    """
+
+    calls: tuple[ToolCall, ...] = ()
+    content: str | None = None
+    confidence: float = 1.0
+    usage: TokenUsage | None = None
+    stop_reason: str | None = None
+
+    @classmethod
+    def tool_call(
+        cls,
+        name: str,
+        args: dict[str, Any] | None = None,
+        confidence: float = 1.0,
+        *,
+        usage: TokenUsage | None = None,
+        id: str | None = None,
+    ) -> LlmResponse:
+        """One tool call."""
+        call = ToolCall(name=name, args=args or {}, **({"id": id} if id else {}))
+        return cls(calls=(call,), confidence=confidence, usage=usage)
+
+    @classmethod
+    def tool_calls(
+        cls,
+        calls: list[ToolCall] | tuple[ToolCall, ...],
+        confidence: float = 1.0,
+        *,
+        usage: TokenUsage | None = None,
+        content: str | None = None,
+    ) -> LlmResponse:
+        """Several tool calls in one response (run in parallel when `parallel_tools` is on)."""
+        if not calls:
+            raise ValueError("LlmResponse.tool_calls needs at least one ToolCall.")
+        return cls(calls=tuple(calls), confidence=confidence, usage=usage, content=content)
+
+    @classmethod
+    def final_answer(cls, content: str, *, usage: TokenUsage | None = None) -> LlmResponse:
+        """The LLM's final answer: the task is complete."""
+        return cls(content=content, usage=usage)
+
+    @property
+    def is_final(self) -> bool:
+        """True when this is a final answer rather than tool calls."""
+        return not self.calls
+
+    def __repr__(self) -> str:
+        if self.is_final:
+            text = (self.content or "")[:60]
+            return f"LlmResponse.final_answer({text!r})"
+        names = ", ".join(f"{c.name}({c.args})" for c in self.calls)
+        return f"LlmResponse.tool_calls([{names}], confidence={self.confidence})"
+
+
+class ToolResult(_Frozen):
+    """The outcome of one planned call, waiting for Observing to commit it to history."""
+
+    call: ToolCall
+    observation: str
+    success: bool
+
+
+class HistoryEntry(_Frozen):
+    """A completed tool call and what came of it; the LLM sees every entry on its next call.
+
+    Entries of one planning step form one assistant turn. `text` is what the LLM said alongside
+    its calls. A `[SUMMARY]` entry stands for history compressed by reflection.
+    """
+
+    step: int
+    tool: ToolCall
+    observation: str
+    success: bool
+    text: str | None = None
+
+    @property
+    def is_summary(self) -> bool:
+        """True for the single entry left by history compression."""
+        return self.tool.name == SUMMARY_TOOL
+
+
+SUMMARY_TOOL = "[SUMMARY]"
+
+
+class ToolSchema(_Frozen):
+    """What the LLM is told about a tool: name, description, JSON schema of its input."""
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+
+
+class ApprovalRequest(_Frozen):
+    """A tool call waiting for a human decision."""
+
+    run_id: str
+    step: int
+    call: ToolCall
+    reason: str = "tool requires approval"
+
+
+class AgentConfig(_Frozen):
+    """Limits and switches of the agent's behaviour (the specification's fields and a few more).
+
+    `models` maps a task type (or "default") to a model name. `safety_cap` bounds the number of
+    transitions of one run; by default it is `6 * max_steps + 10`, enough for the longest cycle
+    of the default table (plan, approve, act, observe, reflect) at every step.
+    """
+
+    max_steps: int = Field(default=15, ge=0)
+    max_retries: int = Field(default=3, ge=0)
+    confidence_threshold: float = 0.4
+    reflect_every_n_steps: int = Field(default=5, ge=0)
+    min_answer_length: int = Field(default=20, ge=0)
+    parallel_tools: bool = True
+    models: dict[str, str] = Field(default_factory=dict)
+    tool_timeout: float | None = Field(default=60.0, gt=0)
+    safety_cap: int | None = Field(default=None, gt=0)
+
+    def effective_safety_cap(self) -> int:
+        """The number of transitions after which the engine stops with SafetyCapExceeded."""
+        return self.safety_cap if self.safety_cap is not None else 6 * self.max_steps + 10
+
+    def model_for(self, task_type: str) -> str:
+        """`models[task_type]`, else `models["default"]`, else "" (the caller's own default)."""
+        return self.models.get(task_type, self.models.get("default", ""))

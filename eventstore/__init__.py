@@ -1,0 +1,21 @@
+"""eventstore: a generic append-only event log in SQLite; it knows nothing about agents."""
+
+from .errors import ConcurrencyError, NotAnEventLog, SchemaVersionError, StoreError, UnknownRun
+from .migrations import LATEST as SCHEMA_VERSION
+from .protocol import EventStore
+from .records import NewEvent, RunRecord, StoredEvent
+from .sqlite import SQLiteEventStore
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "ConcurrencyError",
+    "EventStore",
+    "NewEvent",
+    "NotAnEventLog",
+    "RunRecord",
+    "SQLiteEventStore",
+    "SchemaVersionError",
+    "StoreError",
+    "StoredEvent",
+    "UnknownRun",
+]

@@ -1,0 +1,52 @@
+"""The one small protocol every event store backend implements."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from .records import NewEvent, RunRecord, StoredEvent
+
+__all__ = ["EventStore"]
+
+
+@runtime_checkable
+class EventStore(Protocol):
+    """Append-only, per-run event logs plus a catalog of runs.
+
+    `append` is all-or-nothing: every event of one call lands in one transaction, with the run's
+    status, or none does. `expected_seq` is the last sequence number the writer has seen; if the
+    log has moved on, `ConcurrencyError` is raised and nothing is written.
+    """
+
+    def create_run(
+        self,
+        run_id: str,
+        task: str,
+        *,
+        parent_id: str | None = None,
+        branch_seq: int | None = None,
+        info: dict[str, Any] | None = None,
+        created_at: float | None = None,
+    ) -> RunRecord: ...
+
+    def append(
+        self,
+        run_id: str,
+        expected_seq: int,
+        events: Sequence[NewEvent],
+        *,
+        status: str | None = None,
+    ) -> int: ...
+
+    def read(
+        self, run_id: str, *, after: int = 0, upto: int | None = None
+    ) -> list[StoredEvent]: ...
+
+    def run(self, run_id: str) -> RunRecord: ...
+
+    def runs(self) -> list[RunRecord]: ...
+
+    def set_status(self, run_id: str, status: str) -> None: ...
+
+    def close(self) -> None: ...

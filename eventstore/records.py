@@ -1,0 +1,57 @@
+"""The plain records the store reads and writes: one stored event and one run of the catalog."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["NewEvent", "RunRecord", "StoredEvent"]
+
+
+@dataclass(frozen=True, slots=True)
+class NewEvent:
+    """An event about to be appended: its kind, its JSON payload and envelope metadata."""
+
+    kind: str
+    payload: str
+    meta: dict[str, Any] = field(default_factory=dict)
+    recorded_at: float = 0.0
+    version: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class StoredEvent:
+    """One event of a run's log, as stored: `seq` counts 1, 2, 3 ... per run without gaps."""
+
+    run_id: str
+    seq: int
+    kind: str
+    payload: str
+    meta: dict[str, Any]
+    recorded_at: float
+    version: int
+
+    def __repr__(self) -> str:
+        return f"StoredEvent(run_id={self.run_id!r}, seq={self.seq}, kind={self.kind!r})"
+
+
+@dataclass(frozen=True, slots=True)
+class RunRecord:
+    """A run in the catalog: who it descends from, where it stands, how far its log goes."""
+
+    run_id: str
+    task: str
+    status: str
+    created_at: float
+    updated_at: float
+    last_seq: int
+    parent_id: str | None = None
+    branch_seq: int | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def __repr__(self) -> str:
+        parent = f", parent_id={self.parent_id!r}@{self.branch_seq}" if self.parent_id else ""
+        return (
+            f"RunRecord(run_id={self.run_id!r}, status={self.status!r}, "
+            f"last_seq={self.last_seq}{parent})"
+        )

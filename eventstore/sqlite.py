@@ -1,0 +1,256 @@
+"""SQLite backend of the event store: WAL, one transaction per append, append-only by trigger."""
+
+from __future__ import annotations
+
+import difflib
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import sqlite_utils
+
+from .errors import ConcurrencyError, NotAnEventLog, SchemaVersionError, StoreError, UnknownRun
+from .migrations import LATEST, migrate
+from .records import NewEvent, RunRecord, StoredEvent
+
+__all__ = ["SQLiteEventStore"]
+
+_RUN_COLUMNS = "run_id, task, status, created_at, updated_at, last_seq, parent_id, branch_seq, info"
+
+
+class SQLiteEventStore:
+    """An event log in one SQLite file (or `":memory:"`), safe to share between threads.
+
+    `create=False` opens an existing log only and refuses a database that is not one, which is
+    what read-only tools want; the default creates the schema in a new or empty database.
+    """
+
+    def __init__(self, path: str | Path = ":memory:", *, create: bool = True) -> None:
+        self.path = str(path)
+        if not create and self.path != ":memory:" and not Path(self.path).exists():
+            raise NotAnEventLog(
+                f"No database at {self.path!r}. Check the path, or record a run into it first."
+            )
+        try:
+            self._conn = sqlite3.connect(
+                self.path, isolation_level=None, check_same_thread=False, timeout=30.0
+            )
+            self._conn.execute("PRAGMA foreign_keys = ON")
+            if self.path != ":memory:":
+                self._conn.execute("PRAGMA journal_mode = WAL")
+                self._conn.execute("PRAGMA synchronous = NORMAL")
+            self._lock = threading.RLock()
+            self._open_schema(create)
+        except sqlite3.DatabaseError as e:
+            raise NotAnEventLog(
+                f"{self.path!r} is not a usable SQLite database ({e}). "
+                "Point to an agentsm event log, or to a new file to create one."
+            ) from e
+
+    def _open_schema(self, create: bool) -> None:
+        version = int(self._conn.execute("PRAGMA user_version").fetchone()[0])
+        if version > LATEST:
+            raise SchemaVersionError(
+                f"{self.path!r} has event-log schema version {version}, newer than the {LATEST} "
+                "this version understands. Upgrade agentsm to read it."
+            )
+        tables = {
+            row[0]
+            for row in self._conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+        }
+        if version == LATEST:
+            return
+        if version == 0 and tables and "events" not in tables:
+            raise NotAnEventLog(
+                f"{self.path!r} is a SQLite database but not an agentsm event log "
+                f"(it has tables {sorted(tables)}). Use a new file for the log."
+            )
+        if not create:
+            raise NotAnEventLog(
+                f"{self.path!r} is not an agentsm event log. Check the path (--db / AGENTSM_DB)."
+            )
+        migrate(sqlite_utils.Database(self._conn), version)
+
+    # -- catalog ---------------------------------------------------------------------------
+
+    def create_run(
+        self,
+        run_id: str,
+        task: str,
+        *,
+        parent_id: str | None = None,
+        branch_seq: int | None = None,
+        info: dict[str, Any] | None = None,
+        created_at: float | None = None,
+    ) -> RunRecord:
+        """Add a run to the catalog; an id that exists already is a `ConcurrencyError`."""
+        now = time.time() if created_at is None else created_at
+        with self._lock:
+            try:
+                self._conn.execute(
+                    f"INSERT INTO runs ({_RUN_COLUMNS}) VALUES (?, ?, ?, ?, ?, 0, ?, ?, ?)",
+                    (
+                        run_id,
+                        task,
+                        "created",
+                        now,
+                        now,
+                        parent_id,
+                        branch_seq,
+                        json.dumps(info or {}),
+                    ),
+                )
+            except sqlite3.IntegrityError as e:
+                raise ConcurrencyError(
+                    f"A run with id {run_id!r} exists already; choose another id."
+                ) from e
+            except sqlite3.Error as e:
+                raise StoreError(f"Could not create run {run_id!r}: {e}") from e
+        return self.run(run_id)
+
+    def run(self, run_id: str) -> RunRecord:
+        """The catalog entry of one run; `UnknownRun` names the closest ids when it is missing."""
+        with self._lock:
+            row = self._conn.execute(
+                f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id = ?", (run_id,)
+            ).fetchone()
+            if row is None:
+                ids = [r[0] for r in self._conn.execute("SELECT run_id FROM runs")]
+                prefixed = [i for i in ids if i.startswith(run_id)] if run_id else []
+                raise UnknownRun(run_id, prefixed or difflib.get_close_matches(run_id, ids, n=3))
+        return _run_record(row)
+
+    def runs(self) -> list[RunRecord]:
+        """Every run, oldest first."""
+        with self._lock:
+            rows = self._conn.execute(
+                f"SELECT {_RUN_COLUMNS} FROM runs ORDER BY created_at, rowid"
+            ).fetchall()
+        return [_run_record(r) for r in rows]
+
+    def set_status(self, run_id: str, status: str) -> None:
+        """Change a run's status in the catalog (the catalog is not the log: it may change)."""
+        with self._lock:
+            cur = self._conn.execute(
+                "UPDATE runs SET status = ?, updated_at = ? WHERE run_id = ?",
+                (status, time.time(), run_id),
+            )
+            if cur.rowcount == 0:
+                self.run(run_id)
+
+    # -- the log ---------------------------------------------------------------------------
+
+    def append(
+        self,
+        run_id: str,
+        expected_seq: int,
+        events: Sequence[NewEvent],
+        *,
+        status: str | None = None,
+    ) -> int:
+        """Append `events` after `expected_seq` in one transaction; returns the new last seq."""
+        last = expected_seq + len(events)
+        rows = [
+            (
+                run_id,
+                expected_seq + i,
+                e.kind,
+                e.payload,
+                json.dumps(e.meta),
+                e.recorded_at,
+                e.version,
+            )
+            for i, e in enumerate(events, start=1)
+        ]
+        with self._lock:
+            conn = self._conn
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    row = conn.execute(
+                        "SELECT last_seq FROM runs WHERE run_id = ?", (run_id,)
+                    ).fetchone()
+                    if row is None:
+                        raise UnknownRun(run_id, [])
+                    if row[0] != expected_seq:
+                        raise ConcurrencyError(
+                            f"Run {run_id!r} is at seq {row[0]}, not {expected_seq}: another "
+                            "writer appended first. Nothing was written; reload the run."
+                        )
+                    conn.executemany(
+                        "INSERT INTO events (run_id, seq, kind, payload, meta, recorded_at, "
+                        "version) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                        rows,
+                    )
+                    now = events[-1].recorded_at if events else time.time()
+                    if status is None:
+                        conn.execute(
+                            "UPDATE runs SET last_seq = ?, updated_at = ? WHERE run_id = ?",
+                            (last, now, run_id),
+                        )
+                    else:
+                        conn.execute(
+                            "UPDATE runs SET last_seq = ?, updated_at = ?, status = ? "
+                            "WHERE run_id = ?",
+                            (last, now, status, run_id),
+                        )
+                except BaseException:
+                    conn.execute("ROLLBACK")
+                    raise
+                conn.execute("COMMIT")
+            except sqlite3.IntegrityError as e:
+                raise ConcurrencyError(
+                    f"Another writer appended to run {run_id!r} at seq {expected_seq + 1} "
+                    "first. Nothing was written; reload the run."
+                ) from e
+            except sqlite3.Error as e:
+                raise StoreError(f"Could not append to run {run_id!r}: {e}") from e
+        return last
+
+    def read(self, run_id: str, *, after: int = 0, upto: int | None = None) -> list[StoredEvent]:
+        """The run's events with `after < seq <= upto`, in order."""
+        sql = (
+            "SELECT run_id, seq, kind, payload, meta, recorded_at, version FROM events "
+            "WHERE run_id = ? AND seq > ?"
+        )
+        args: tuple[Any, ...] = (run_id, after)
+        if upto is not None:
+            sql += " AND seq <= ?"
+            args += (upto,)
+        with self._lock:
+            rows = self._conn.execute(sql + " ORDER BY seq", args).fetchall()
+            if not rows and after == 0:
+                self.run(run_id)
+        return [StoredEvent(r[0], r[1], r[2], r[3], json.loads(r[4]), r[5], r[6]) for r in rows]
+
+    def close(self) -> None:
+        """Close the connection; the store cannot be used afterwards."""
+        with self._lock:
+            self._conn.close()
+
+    def __enter__(self) -> SQLiteEventStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"SQLiteEventStore({self.path!r})"
+
+
+def _run_record(row: tuple[Any, ...]) -> RunRecord:
+    return RunRecord(
+        run_id=row[0],
+        task=row[1],
+        status=row[2],
+        created_at=row[3],
+        updated_at=row[4],
+        last_seq=row[5],
+        parent_id=row[6],
+        branch_seq=row[7],
+        info=json.loads(row[8] or "{}"),
+    )
