@@ -1,0 +1,114 @@
+"""Shared fixtures: no test may reach the network; a harness runs one handler in isolation."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from agentsm import (
+    AgentConfig,
+    AgentMemory,
+    LlmCaller,
+    MockLlmCaller,
+    RunContext,
+    State,
+    TokenBudget,
+    ToolRegistry,
+)
+from agentsm.facts import Fact, RunStarted
+from agentsm.memory import initial_memory
+from agentsm.recorder import Recorder
+from agentsm.trace import Trace
+from eventstore import SQLiteEventStore
+
+
+@pytest.fixture(autouse=True)
+def _no_network(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Refuse connections to anything but the loopback interface."""
+    real_connect = socket.socket.connect
+
+    def guarded(self: socket.socket, address: Any) -> Any:
+        host = address[0] if isinstance(address, tuple) else address
+        if isinstance(host, str) and host not in ("127.0.0.1", "localhost", "::1") and (
+            self.family in (socket.AF_INET, socket.AF_INET6)
+        ):
+            raise RuntimeError(f"tests may not reach the network ({address!r})")
+        return real_connect(self, address)
+
+    monkeypatch.setattr(socket.socket, "connect", guarded)
+    yield
+
+
+class Harness:
+    """One run in an in-memory store, for driving a single handler with a chosen memory."""
+
+    def __init__(
+        self,
+        *,
+        config: AgentConfig | None = None,
+        tools: ToolRegistry | None = None,
+        llm: LlmCaller | None = None,
+        approval: Any = None,
+        blacklist: tuple[str, ...] = (),
+        approval_required: tuple[str, ...] = (),
+        budget: TokenBudget | None = None,
+        task: str = "test task",
+        task_type: str = "default",
+    ) -> None:
+        self.store = SQLiteEventStore()
+        self.store.create_run("run", task)
+        self.tools = tools or ToolRegistry()
+        self.llm = llm or MockLlmCaller()
+        self.approval = approval
+        self.outputs: list[Any] = []
+        definition = RunStarted(
+            task=task,
+            task_type=task_type,
+            system_prompt="",
+            config=config or AgentConfig(),
+            tools=tuple(self.tools.schemas()),
+            blacklisted_tools=blacklist,
+            approval_required=approval_required,
+            budget=budget,
+        )
+        self.recorder = Recorder(self.store, "run", initial_memory(definition), 0, lambda: 0.0)
+        self.recorder.record(definition, State.Idle)
+        self.recorder.flush()
+
+    @property
+    def memory(self) -> AgentMemory:
+        return self.recorder.memory
+
+    def given(self, state: str, *facts: Fact) -> Harness:
+        """Record facts as the state that owns them would."""
+        for fact in facts:
+            self.recorder.record(fact, state)
+        self.recorder.flush()
+        return self
+
+    def handle(self, handler: Any) -> Any:
+        """Run the handler once; its facts are committed; returns the event."""
+        ctx = RunContext(
+            run_id="run",
+            state=handler.name,
+            recorder=self.recorder,
+            tools=self.tools,
+            llm=self.llm,
+            tool_runner=lambda c: self.tools.aexecute(c.name, c.args, timeout=5.0),
+            approval=self.approval,
+            emit=self.outputs.append,
+        )
+        event = asyncio.run(handler.handle(ctx))
+        self.recorder.flush()
+        return event
+
+    def kinds(self) -> list[str]:
+        """Kinds of every fact recorded after RunStarted."""
+        return [e.event for e in Trace.load(self.store, "run")][1:]
+
+    def facts(self, kind: str) -> list[Any]:
+        return [e.fact for e in Trace.load(self.store, "run") if e.event == kind]
