@@ -1,0 +1,196 @@
+"""The event store contract, run against every backend (SQLite in memory and in a file)."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from eventstore import (
+    SCHEMA_VERSION,
+    ConcurrencyError,
+    EventStore,
+    NewEvent,
+    NotAnEventLog,
+    SchemaVersionError,
+    SQLiteEventStore,
+    StoreError,
+    UnknownRun,
+)
+
+
+@pytest.fixture(params=["memory", "file"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SQLiteEventStore]:
+    path = ":memory:" if request.param == "memory" else tmp_path / "log.db"
+    s = SQLiteEventStore(path)
+    yield s
+    s.close()
+
+
+def ev(kind: str, n: int = 0) -> NewEvent:
+    return NewEvent(kind, f'{{"n": {n}}}', {"state": "Planning"}, float(n))
+
+
+def test_implements_the_protocol(store: SQLiteEventStore) -> None:
+    assert isinstance(store, EventStore)
+
+
+def test_append_and_read_in_order(store: SQLiteEventStore) -> None:
+    store.create_run("r", "task")
+    assert store.append("r", 0, [ev("A", 1), ev("B", 2)], status="running") == 2
+    assert store.append("r", 2, [ev("C", 3)]) == 3
+    events = store.read("r")
+    assert [(e.seq, e.kind) for e in events] == [(1, "A"), (2, "B"), (3, "C")]
+    assert events[0].meta == {"state": "Planning"} and events[0].payload == '{"n": 1}'
+    assert [e.seq for e in store.read("r", after=1, upto=2)] == [2]
+    record = store.run("r")
+    assert (record.last_seq, record.status, record.task) == (3, "running", "task")
+
+
+def test_database_refuses_update_and_delete(store: SQLiteEventStore) -> None:
+    store.create_run("r", "task")
+    store.append("r", 0, [ev("A")])
+    conn = store._conn
+    with pytest.raises(sqlite3.IntegrityError, match="append-only: UPDATE is refused"):
+        conn.execute("UPDATE events SET kind = 'B'")
+    with pytest.raises(sqlite3.IntegrityError, match="append-only: DELETE is refused"):
+        conn.execute("DELETE FROM events")
+    assert [e.kind for e in store.read("r")] == ["A"]
+
+
+def test_stale_writer_conflicts_and_writes_nothing(store: SQLiteEventStore) -> None:
+    store.create_run("r", "task")
+    store.append("r", 0, [ev("A")])
+    with pytest.raises(ConcurrencyError, match="another writer appended first"):
+        store.append("r", 0, [ev("B"), ev("C")])
+    with pytest.raises(ConcurrencyError):
+        store.append("r", 5, [ev("B")])
+    assert [e.kind for e in store.read("r")] == ["A"]
+
+
+def test_same_seq_primary_key_conflict(store: SQLiteEventStore) -> None:
+    store.create_run("r", "task")
+    store.append("r", 0, [ev("A")])
+    with pytest.raises(sqlite3.IntegrityError):
+        store._conn.execute(
+            "INSERT INTO events (run_id, seq, kind, payload, meta, recorded_at, version) "
+            "VALUES ('r', 1, 'X', '{}', '{}', 0, 1)"
+        )
+
+
+def test_runs_catalog_and_unknown_run(store: SQLiteEventStore) -> None:
+    store.create_run("abc123", "first")
+    store.create_run("abd999", "second", parent_id="abc123", branch_seq=7)
+    assert [r.run_id for r in store.runs()] == ["abc123", "abd999"]
+    child = store.run("abd999")
+    assert (child.parent_id, child.branch_seq) == ("abc123", 7)
+    with pytest.raises(UnknownRun, match="Closest ids: abc123"):
+        store.run("abc124")
+    with pytest.raises(UnknownRun):
+        store.read("nope")
+    with pytest.raises(ConcurrencyError, match="exists already"):
+        store.create_run("abc123", "again")
+    store.set_status("abc123", "done")
+    assert store.run("abc123").status == "done"
+
+
+def test_reopen_from_file(tmp_path: Path) -> None:
+    path = tmp_path / "log.db"
+    with SQLiteEventStore(path) as s:
+        s.create_run("r", "task")
+        s.append("r", 0, [ev("A"), ev("B")], status="done")
+    with SQLiteEventStore(path, create=False) as again:
+        assert [e.kind for e in again.read("r")] == ["A", "B"]
+        assert again.run("r").status == "done"
+
+
+def test_two_connections_on_one_run_conflict_loudly(tmp_path: Path) -> None:
+    path = tmp_path / "log.db"
+    a, b = SQLiteEventStore(path), SQLiteEventStore(path)
+    a.create_run("r", "task")
+    a.append("r", 0, [ev("A")])
+    b.append("r", 1, [ev("B")])
+    with pytest.raises(ConcurrencyError):
+        a.append("r", 1, [ev("C")])
+    assert [e.kind for e in a.read("r")] == ["A", "B"]
+
+
+def test_concurrent_writers_from_threads_never_interleave(tmp_path: Path) -> None:
+    path = tmp_path / "log.db"
+    SQLiteEventStore(path).create_run("r", "task")
+    failures: list[Exception] = []
+
+    def writer(name: str) -> None:
+        s = SQLiteEventStore(path)
+        for _ in range(20):
+            seq = s.run("r").last_seq
+            try:
+                s.append("r", seq, [ev(name), ev(name)])
+            except ConcurrencyError as e:
+                failures.append(e)
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in "XY"]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    events = SQLiteEventStore(path).read("r")
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    kinds = [e.kind for e in events]
+    assert all(kinds[i] == kinds[i + 1] for i in range(0, len(kinds), 2))
+    assert len(events) + 2 * len(failures) == 80
+
+
+def test_schema_version_and_migrations_table(tmp_path: Path) -> None:
+    path = tmp_path / "log.db"
+    SQLiteEventStore(path).close()
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    cols = [r[1] for r in conn.execute("PRAGMA table_info(events)")]
+    assert cols == ["run_id", "seq", "kind", "payload", "meta", "recorded_at", "version"]
+    assert conn.execute("SELECT version, name FROM eventstore_migrations").fetchall() == [
+        (1, "initial")
+    ]
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    conn.commit()
+    conn.close()
+    with pytest.raises(SchemaVersionError, match="newer than"):
+        SQLiteEventStore(path)
+
+
+def test_refuses_a_database_that_is_not_a_log(tmp_path: Path) -> None:
+    other = tmp_path / "other.db"
+    conn = sqlite3.connect(other)
+    conn.execute("CREATE TABLE customers (id INTEGER)")
+    conn.commit()
+    conn.close()
+    with pytest.raises(NotAnEventLog, match="not an agentsm event log"):
+        SQLiteEventStore(other)
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"this is not sqlite at all" * 100)
+    with pytest.raises(StoreError, match="not a usable SQLite database"):
+        SQLiteEventStore(junk)
+    with pytest.raises(NotAnEventLog, match="No database"):
+        SQLiteEventStore(tmp_path / "missing.db", create=False)
+
+
+def test_a_killed_writer_leaves_whole_transactions(tmp_path: Path) -> None:
+    path = tmp_path / "log.db"
+    SQLiteEventStore(path).create_run("r", "task")
+    script = (
+        "import os, sys\n"
+        "from eventstore import SQLiteEventStore, NewEvent\n"
+        f"s = SQLiteEventStore({str(path)!r})\n"
+        "s.append('r', 0, [NewEvent('A', '{}'), NewEvent('B', '{}')])\n"
+        "s._conn.execute('BEGIN IMMEDIATE')\n"
+        "s._conn.execute(\"INSERT INTO events VALUES ('r', 3, 'C', '{}', '{}', 0, 1)\")\n"
+        "os._exit(9)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True)
+    assert result.returncode == 9
+    assert [e.kind for e in SQLiteEventStore(path).read("r")] == ["A", "B"]
