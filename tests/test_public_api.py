@@ -1,0 +1,84 @@
+"""The exported names are exactly the intended ones, and public types have helpful reprs."""
+
+from __future__ import annotations
+
+import agentsm
+import eventstore
+from agentsm import (
+    AgentBuilder,
+    AgentConfig,
+    Event,
+    LlmResponse,
+    MockLlmCaller,
+    State,
+    TokenBudget,
+    TokenUsage,
+    ToolCall,
+    build_transition_table,
+)
+
+CONTRACT = {
+    "AgentBuilder", "AgentEngine", "AgentMemory", "AgentConfig", "State", "Event", "ToolCall",
+    "HistoryEntry", "LlmResponse", "ToolRegistry", "tool", "LlmCaller", "MockLlmCaller", "Trace",
+    "TraceEntry", "build_transition_table", "TransitionTable", "AgentError", "BuildError",
+    "InvalidTransition", "NoHandlerForState", "SafetyCapExceeded", "AgentFailed", "TokenUsage",
+    "TokenBudget",
+}
+
+
+def _isort_style(name: str) -> tuple[int, str]:
+    return (0 if name.isupper() else 1 if name[0].isupper() else 2, name)
+
+
+def test_contract_names_are_exported_and_all_is_sorted() -> None:
+    assert CONTRACT <= set(agentsm.__all__)
+    for module in (agentsm, eventstore):
+        assert module.__all__ == sorted(module.__all__, key=_isort_style)
+        for name in module.__all__:
+            assert hasattr(module, name), name
+    assert "SQLiteEventStore" in eventstore.__all__
+
+
+def test_state_and_event_values_are_the_specification_names() -> None:
+    assert [s.value for s in State] == [
+        "Idle", "Planning", "Acting", "ParallelActing", "WaitingForHuman", "Observing",
+        "Reflecting", "Done", "Error",
+    ]
+    assert State("Planning") is State.Planning and State.Planning == "Planning"
+    assert Event("LlmToolCall") is Event.LlmToolCall and Event("BudgetExceeded")
+    assert State.Done.is_terminal() and not State.Planning.is_terminal()
+
+
+def test_default_table_is_exactly_the_designed_rows() -> None:
+    table = build_transition_table()
+    assert len(table) == 23
+    assert table[(State.WaitingForHuman, Event.HumanApprovedBatch)] == State.ParallelActing
+    assert all(src not in ("Done", "Error") for src, _ in table)
+    mermaid = table.to_mermaid()
+    assert mermaid.startswith("stateDiagram-v2") and "Planning --> Acting: LlmToolCall" in mermaid
+
+
+def test_value_types() -> None:
+    call = ToolCall(name="search", args={"q": "x"})
+    assert call.id.startswith("call_") and ToolCall(name="a").id != ToolCall(name="a").id
+    r = LlmResponse.tool_call("search", {"q": "x"}, 0.5, usage=TokenUsage(input_tokens=3))
+    assert (r.calls[0].name, r.confidence, r.is_final) == ("search", 0.5, False)
+    assert LlmResponse.tool_calls([call, call]).calls == (call, call)
+    assert LlmResponse.final_answer("done").content == "done"
+    assert (TokenUsage(input_tokens=1, output_tokens=2) + TokenUsage(input_tokens=3)).total_tokens == 6
+    assert TokenBudget(max_total_tokens=5).max_total_tokens == 5
+    config = AgentConfig()
+    assert (config.max_steps, config.max_retries, config.confidence_threshold) == (15, 3, 0.4)
+    assert (config.reflect_every_n_steps, config.min_answer_length) == (5, 20)
+    assert config.parallel_tools is True and config.models == {}
+
+
+def test_reprs_say_what_the_object_is() -> None:
+    engine = AgentBuilder("Find things").llm(MockLlmCaller([])).build()
+    assert repr(engine).startswith("AgentEngine(run_id=")
+    assert "step=0" in repr(engine.memory)
+    assert repr(State.Planning) == "State.Planning" and repr(Event.Start) == "Event.Start"
+    assert repr(LlmResponse.final_answer("hi")) == "LlmResponse.final_answer('hi')"
+    assert "23 rows" in repr(build_transition_table())
+    assert repr(MockLlmCaller([])) == "MockLlmCaller(served=0, remaining=0)"
+    assert "Find things" in repr(AgentBuilder("Find things"))
