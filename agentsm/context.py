@@ -159,7 +159,10 @@ class RunContext:
             outcome = await self._run_tool(call)
             return outcome, round((time.perf_counter() - started) * 1000, 3)
 
-        done = await asyncio.gather(*(timed(c) for c in calls))
+        if len(calls) == 1:
+            done = [await timed(calls[0])]
+        else:
+            done = list(await asyncio.gather(*(timed(c) for c in calls)))
         for call, (outcome, ms) in zip(calls, done, strict=True):
             self.record(
                 f.ToolExecuted(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -45,9 +46,8 @@ class Recorder:
         if owners is not None and state in _BUILTIN and state not in owners:
             raise OwnershipViolation(state, fact.kind, owners)
         self.memory = apply(self.memory, fact)
-        meta: dict[str, Any] = {"state": str(state), "step": self.memory.step}
-        if metrics:
-            meta["metrics"] = metrics
+        meta = f'{{"state": {json.dumps(str(state))}, "step": {self.memory.step}'
+        meta += f', "metrics": {json.dumps(metrics)}}}' if metrics else "}"
         self._pending.append(NewEvent(fact.kind, fact.model_dump_json(), meta, self.clock()))
 
     @property

@@ -121,9 +121,7 @@ def _schema_from_signature(func: ToolFunc, name: str) -> tuple[dict[str, Any], t
         hint = hints.get(pname, Any)
         default = ... if param.default is inspect.Parameter.empty else param.default
         fields[pname] = (hint, default)
-    model = create_model(
-        f"{name}_args", __config__=ConfigDict(extra="forbid"), **fields
-    )
+    model = create_model(f"{name}_args", __config__=ConfigDict(extra="forbid"), **fields)
     schema = model.model_json_schema()
     schema.pop("title", None)
     for prop in schema.get("properties", {}).values():

@@ -10,11 +10,12 @@ __all__ = ["NewEvent", "RunRecord", "StoredEvent"]
 
 @dataclass(frozen=True, slots=True)
 class NewEvent:
-    """An event about to be appended: its kind, its JSON payload and envelope metadata."""
+    """An event about to be appended: its kind, its JSON payload and envelope metadata (JSON
+    text too, so that writers encode each event once)."""
 
     kind: str
     payload: str
-    meta: dict[str, Any] = field(default_factory=dict)
+    meta: str = "{}"
     recorded_at: float = 0.0
     version: int = 1
 

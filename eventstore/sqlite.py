@@ -155,15 +155,7 @@ class SQLiteEventStore:
         """Append `events` after `expected_seq` in one transaction; returns the new last seq."""
         last = expected_seq + len(events)
         rows = [
-            (
-                run_id,
-                expected_seq + i,
-                e.kind,
-                e.payload,
-                json.dumps(e.meta),
-                e.recorded_at,
-                e.version,
-            )
+            (run_id, expected_seq + i, e.kind, e.payload, e.meta, e.recorded_at, e.version)
             for i, e in enumerate(events, start=1)
         ]
         with self._lock:
@@ -171,12 +163,21 @@ class SQLiteEventStore:
             try:
                 conn.execute("BEGIN IMMEDIATE")
                 try:
-                    row = conn.execute(
-                        "SELECT last_seq FROM runs WHERE run_id = ?", (run_id,)
-                    ).fetchone()
-                    if row is None:
-                        raise UnknownRun(run_id, [])
-                    if row[0] != expected_seq:
+                    now = events[-1].recorded_at if events else time.time()
+                    sql = "UPDATE runs SET last_seq = ?, updated_at = ?"
+                    params: tuple[Any, ...] = (last, now)
+                    if status is not None:
+                        sql += ", status = ?"
+                        params += (status,)
+                    moved = conn.execute(
+                        sql + " WHERE run_id = ? AND last_seq = ?", (*params, run_id, expected_seq)
+                    ).rowcount
+                    if moved == 0:
+                        row = conn.execute(
+                            "SELECT last_seq FROM runs WHERE run_id = ?", (run_id,)
+                        ).fetchone()
+                        if row is None:
+                            raise UnknownRun(run_id, [])
                         raise ConcurrencyError(
                             f"Run {run_id!r} is at seq {row[0]}, not {expected_seq}: another "
                             "writer appended first. Nothing was written; reload the run."
@@ -186,18 +187,6 @@ class SQLiteEventStore:
                         "version) VALUES (?, ?, ?, ?, ?, ?, ?)",
                         rows,
                     )
-                    now = events[-1].recorded_at if events else time.time()
-                    if status is None:
-                        conn.execute(
-                            "UPDATE runs SET last_seq = ?, updated_at = ? WHERE run_id = ?",
-                            (last, now, run_id),
-                        )
-                    else:
-                        conn.execute(
-                            "UPDATE runs SET last_seq = ?, updated_at = ?, status = ? "
-                            "WHERE run_id = ?",
-                            (last, now, status, run_id),
-                        )
                 except BaseException:
                     conn.execute("ROLLBACK")
                     raise

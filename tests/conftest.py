@@ -33,8 +33,10 @@ def _no_network(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
     def guarded(self: socket.socket, address: Any) -> Any:
         host = address[0] if isinstance(address, tuple) else address
-        if isinstance(host, str) and host not in ("127.0.0.1", "localhost", "::1") and (
-            self.family in (socket.AF_INET, socket.AF_INET6)
+        if (
+            isinstance(host, str)
+            and host not in ("127.0.0.1", "localhost", "::1")
+            and (self.family in (socket.AF_INET, socket.AF_INET6))
         ):
             raise RuntimeError(f"tests may not reach the network ({address!r})")
         return real_connect(self, address)

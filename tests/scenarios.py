@@ -63,12 +63,18 @@ def base(task: str, script: list[Any], **config: Any) -> AgentBuilder:
 
 
 def parallel() -> AgentBuilder:
-    calls = [ToolCall(name="lookup", args={"key": "a"}), ToolCall(name="fetch", args={"url": "u"}),
-             ToolCall(name="explode", args={"reason": "nope"})]
-    return base("parallel", [
-        LlmResponse.tool_calls(calls, content="Checking three things.", usage=usage(10)),
-        LlmResponse.final_answer(LONG, usage=usage(12)),
-    ])
+    calls = [
+        ToolCall(name="lookup", args={"key": "a"}),
+        ToolCall(name="fetch", args={"url": "u"}),
+        ToolCall(name="explode", args={"reason": "nope"}),
+    ]
+    return base(
+        "parallel",
+        [
+            LlmResponse.tool_calls(calls, content="Checking three things.", usage=usage(10)),
+            LlmResponse.final_answer(LONG, usage=usage(12)),
+        ],
+    )
 
 
 def approvals() -> AgentBuilder:
@@ -77,14 +83,25 @@ def approvals() -> AgentBuilder:
     def decide(request: Any) -> Any:
         return next(decisions)
 
-    return base("approvals", [
-        LlmResponse.tool_call("transfer", {"amount": 1, "to": "ann"}),
-        LlmResponse.tool_call("transfer", {"amount": 500, "to": "bob"}),
-        LlmResponse.tool_calls([ToolCall(name="transfer", args={"amount": 9, "to": "eve"}),
-                                ToolCall(name="lookup", args={"key": "k"})]),
-        LlmResponse.tool_call("transfer", {"amount": 2, "to": "zed"}),
-        LlmResponse.final_answer(LONG),
-    ]).require_approval("transfer").on_approval(decide)
+    return (
+        base(
+            "approvals",
+            [
+                LlmResponse.tool_call("transfer", {"amount": 1, "to": "ann"}),
+                LlmResponse.tool_call("transfer", {"amount": 500, "to": "bob"}),
+                LlmResponse.tool_calls(
+                    [
+                        ToolCall(name="transfer", args={"amount": 9, "to": "eve"}),
+                        ToolCall(name="lookup", args={"key": "k"}),
+                    ]
+                ),
+                LlmResponse.tool_call("transfer", {"amount": 2, "to": "zed"}),
+                LlmResponse.final_answer(LONG),
+            ],
+        )
+        .require_approval("transfer")
+        .on_approval(decide)
+    )
 
 
 def reflection() -> AgentBuilder:
@@ -100,34 +117,47 @@ def reflection() -> AgentBuilder:
 
 
 def failures() -> AgentBuilder:
-    return base("failures", [
-        LlmResponse.tool_call("explode", {"reason": "disk full"}),
-        LlmResponse.tool_call("no_such_tool", {}),
-        LlmResponse.tool_call("lookup", {"wrong": 1}),
-        LlmResponse.final_answer("short"),
-        ConnectionError("provider went away"),
-    ], reflect_every_n_steps=0)
+    return base(
+        "failures",
+        [
+            LlmResponse.tool_call("explode", {"reason": "disk full"}),
+            LlmResponse.tool_call("no_such_tool", {}),
+            LlmResponse.tool_call("lookup", {"wrong": 1}),
+            LlmResponse.final_answer("short"),
+            ConnectionError("provider went away"),
+        ],
+        reflect_every_n_steps=0,
+    )
 
 
 def budget() -> AgentBuilder:
-    return base("budget", [
-        LlmResponse.tool_call("lookup", {"key": "a"}, usage=usage(40)),
-        LlmResponse.tool_call("lookup", {"key": "b"}, usage=usage(40)),
-        LlmResponse.final_answer(LONG),
-    ]).budget(TokenBudget(max_total_tokens=100))
+    return base(
+        "budget",
+        [
+            LlmResponse.tool_call("lookup", {"key": "a"}, usage=usage(40)),
+            LlmResponse.tool_call("lookup", {"key": "b"}, usage=usage(40)),
+            LlmResponse.final_answer(LONG),
+        ],
+    ).budget(TokenBudget(max_total_tokens=100))
 
 
 def blacklist() -> AgentBuilder:
-    return base("blacklist", [
-        LlmResponse.tool_call("explode", {"reason": "x"}),
-        LlmResponse.tool_call("lookup", {"key": "ok"}),
-        LlmResponse.final_answer(LONG),
-    ]).blacklist_tool("explode")
+    return base(
+        "blacklist",
+        [
+            LlmResponse.tool_call("explode", {"reason": "x"}),
+            LlmResponse.tool_call("lookup", {"key": "ok"}),
+            LlmResponse.final_answer(LONG),
+        ],
+    ).blacklist_tool("explode")
 
 
 def max_steps() -> AgentBuilder:
-    return base("max steps", [LlmResponse.tool_call("lookup", {"key": str(i)}) for i in range(9)],
-                max_steps=3)
+    return base(
+        "max steps",
+        [LlmResponse.tool_call("lookup", {"key": str(i)}) for i in range(9)],
+        max_steps=3,
+    )
 
 
 SCENARIOS: dict[str, Callable[[], AgentBuilder]] = {

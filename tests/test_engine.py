@@ -73,7 +73,9 @@ def test_rebuild_in_a_fresh_process_from_the_file(name: str, tmp_path: Path) -> 
     )
     out = subprocess.run(
         [sys.executable, "-c", script, str(db), engine.run_id],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     rebuilt = json.loads(out.stdout)
     assert rebuilt["state"] == engine.current_state()
@@ -90,7 +92,8 @@ def test_outcomes_of_the_scenarios() -> None:
     assert outcomes["reflection"] == (State.Done, None)
     assert outcomes["blacklist"] == (State.Done, None)
     assert outcomes["failures"] == (
-        State.Error, "LLM call failed: ConnectionError: provider went away"
+        State.Error,
+        "LLM call failed: ConnectionError: provider went away",
     )
     assert outcomes["budget"][0] == State.Error and "budget" in (outcomes["budget"][1] or "")
     assert outcomes["max_steps"] == (State.Error, "Reached max_steps=3 without a final answer.")
@@ -209,7 +212,8 @@ def test_waiting_for_a_human_without_callback_stops_durably(tmp_path: Path) -> N
     async def stream() -> list[Any]:
         again = (
             base("pay", [LlmResponse.tool_call("transfer", {"amount": 3, "to": "ann"})])
-            .require_approval("transfer").build()
+            .require_approval("transfer")
+            .build()
         )
         return [o async for o in again.stream()]
 
@@ -218,9 +222,7 @@ def test_waiting_for_a_human_without_callback_stops_durably(tmp_path: Path) -> N
 
 def test_safety_cap_stops_a_looping_custom_table() -> None:
     table = build_transition_table().with_rows({("Planning", "Spin"): "Planning"})
-    engine = (
-        base("loop", []).transitions(table).handler("Planning", lambda ctx: "Spin").build()
-    )
+    engine = base("loop", []).transitions(table).handler("Planning", lambda ctx: "Spin").build()
     with pytest.raises(SafetyCapExceeded, match="Safety cap exceeded"):
         engine.run()
     cap = engine.memory.config.effective_safety_cap()
@@ -246,9 +248,7 @@ def test_recording_a_fact_the_state_does_not_own_is_refused() -> None:
         return Event.ToolSuccess
 
     engine = (
-        base("t", [LlmResponse.tool_call("lookup", {"key": "a"})])
-        .handler("Acting", sneaky)
-        .build()
+        base("t", [LlmResponse.tool_call("lookup", {"key": "a"})]).handler("Acting", sneaky).build()
     )
     with pytest.raises(OwnershipViolation, match="only Planning may record"):
         engine.run()
@@ -268,7 +268,10 @@ def test_custom_table_with_a_verifying_state() -> None:
         return "Verified"
 
     engine = (
-        base("verify", [LlmResponse.tool_call("lookup", {"key": "a"}), LlmResponse.final_answer(LONG)])
+        base(
+            "verify",
+            [LlmResponse.tool_call("lookup", {"key": "a"}), LlmResponse.final_answer(LONG)],
+        )
         .transitions(table)
         .handler("Verifying", verify)
         .build()
@@ -282,8 +285,14 @@ def test_custom_table_with_a_verifying_state() -> None:
 def test_log_does_not_repeat_the_conversation() -> None:
     steps = 200
     script = [LlmResponse.tool_call("lookup", {"key": str(i)}) for i in range(steps)]
-    engine = finish(base("long", script + [LlmResponse.final_answer(LONG)],
-                         max_steps=steps + 1, reflect_every_n_steps=0))
+    engine = finish(
+        base(
+            "long",
+            script + [LlmResponse.final_answer(LONG)],
+            max_steps=steps + 1,
+            reflect_every_n_steps=0,
+        )
+    )
     store = engine.store
     sizes = {e.seq: len(e.payload) for e in store.read(engine.run_id)}
     requests = [e for e in Trace.load(store, engine.run_id) if e.event == "LlmRequested"]

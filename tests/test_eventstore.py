@@ -33,7 +33,7 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SQLiteEven
 
 
 def ev(kind: str, n: int = 0) -> NewEvent:
-    return NewEvent(kind, f'{{"n": {n}}}', {"state": "Planning"}, float(n))
+    return NewEvent(kind, f'{{"n": {n}}}', '{"state": "Planning"}', float(n))
 
 
 def test_implements_the_protocol(store: SQLiteEventStore) -> None:

@@ -18,10 +18,30 @@ from agentsm import (
 )
 
 CONTRACT = {
-    "AgentBuilder", "AgentEngine", "AgentMemory", "AgentConfig", "State", "Event", "ToolCall",
-    "HistoryEntry", "LlmResponse", "ToolRegistry", "tool", "LlmCaller", "MockLlmCaller", "Trace",
-    "TraceEntry", "build_transition_table", "TransitionTable", "AgentError", "BuildError",
-    "InvalidTransition", "NoHandlerForState", "SafetyCapExceeded", "AgentFailed", "TokenUsage",
+    "AgentBuilder",
+    "AgentEngine",
+    "AgentMemory",
+    "AgentConfig",
+    "State",
+    "Event",
+    "ToolCall",
+    "HistoryEntry",
+    "LlmResponse",
+    "ToolRegistry",
+    "tool",
+    "LlmCaller",
+    "MockLlmCaller",
+    "Trace",
+    "TraceEntry",
+    "build_transition_table",
+    "TransitionTable",
+    "AgentError",
+    "BuildError",
+    "InvalidTransition",
+    "NoHandlerForState",
+    "SafetyCapExceeded",
+    "AgentFailed",
+    "TokenUsage",
     "TokenBudget",
 }
 
@@ -41,8 +61,15 @@ def test_contract_names_are_exported_and_all_is_sorted() -> None:
 
 def test_state_and_event_values_are_the_specification_names() -> None:
     assert [s.value for s in State] == [
-        "Idle", "Planning", "Acting", "ParallelActing", "WaitingForHuman", "Observing",
-        "Reflecting", "Done", "Error",
+        "Idle",
+        "Planning",
+        "Acting",
+        "ParallelActing",
+        "WaitingForHuman",
+        "Observing",
+        "Reflecting",
+        "Done",
+        "Error",
     ]
     assert State("Planning") is State.Planning and State.Planning == "Planning"
     assert Event("LlmToolCall") is Event.LlmToolCall and Event("BudgetExceeded")
@@ -65,7 +92,9 @@ def test_value_types() -> None:
     assert (r.calls[0].name, r.confidence, r.is_final) == ("search", 0.5, False)
     assert LlmResponse.tool_calls([call, call]).calls == (call, call)
     assert LlmResponse.final_answer("done").content == "done"
-    assert (TokenUsage(input_tokens=1, output_tokens=2) + TokenUsage(input_tokens=3)).total_tokens == 6
+    assert (
+        TokenUsage(input_tokens=1, output_tokens=2) + TokenUsage(input_tokens=3)
+    ).total_tokens == 6
     assert TokenBudget(max_total_tokens=5).max_total_tokens == 5
     config = AgentConfig()
     assert (config.max_steps, config.max_retries, config.confidence_threshold) == (15, 3, 0.4)

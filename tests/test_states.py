@@ -68,9 +68,7 @@ class TestPlanning:
         assert h.handle(PlanningState()) == Event.LlmFinalAnswer
         assert h.memory.final_answer == LONG
         assert h.memory.step == 1
-        assert h.kinds() == [
-            "StepStarted", "LlmRequested", "LlmResponded", "FinalAnswerProduced"
-        ]
+        assert h.kinds() == ["StepStarted", "LlmRequested", "LlmResponded", "FinalAnswerProduced"]
 
     def test_guard_comes_before_increment(self) -> None:
         h = Harness(config=AgentConfig(max_steps=1)).given("Planning", f.StepStarted(step=1))
@@ -221,9 +219,13 @@ class TestActing:
 
         tools = ToolRegistry()
         tools.add(tool(timeout=0.05)(slow))
-        h = Harness(tools=tools).given("Planning", planned(ToolCall(name="slow", args={"text": "x"})))
+        h = Harness(tools=tools).given(
+            "Planning", planned(ToolCall(name="slow", args={"text": "x"}))
+        )
         assert h.handle(ActingState()) == Event.ToolFailure
-        assert h.memory.last_observation == "ERROR: TimeoutError: tool 'slow' did not finish in 0.05s"
+        assert (
+            h.memory.last_observation == "ERROR: TimeoutError: tool 'slow' did not finish in 0.05s"
+        )
 
     def test_several_calls_run_in_order(self) -> None:
         seen: list[str] = []
@@ -252,7 +254,10 @@ class TestActing:
             second_done.set()
             return "second"
 
-        calls = [ToolCall(name="first", args={"text": ""}), ToolCall(name="second", args={"text": ""})]
+        calls = [
+            ToolCall(name="first", args={"text": ""}),
+            ToolCall(name="second", args={"text": ""}),
+        ]
         h = Harness(tools=registry(first, second)).given("Planning", planned(*calls, parallel=True))
         assert h.handle(ParallelActingState()) == Event.ToolSuccess
         assert [r.observation for r in h.memory.results] == ["SUCCESS: first", "SUCCESS: second"]
@@ -264,7 +269,10 @@ class TestActing:
             await asyncio.sleep(0.01)
             return text
 
-        calls = [ToolCall(name="later", args={"text": "a"}), ToolCall(name="boom", args={"text": "b"})]
+        calls = [
+            ToolCall(name="later", args={"text": "a"}),
+            ToolCall(name="boom", args={"text": "b"}),
+        ]
         h = Harness(tools=registry(later, boom)).given("Planning", planned(*calls, parallel=True))
         assert h.handle(ParallelActingState()) == Event.ToolFailure
         assert [r.success for r in h.memory.results] == [True, False]
@@ -276,9 +284,13 @@ class TestActing:
 # -- WaitingForHuman --------------------------------------------------------------------------
 
 
-def waiting(h: Harness, *calls: ToolCall, parallel: bool = False, need: int | None = None) -> Harness:
+def waiting(
+    h: Harness, *calls: ToolCall, parallel: bool = False, need: int | None = None
+) -> Harness:
     ids = tuple(c.id for c in calls[: need or len(calls)])
-    return h.given("Planning", planned(*calls, parallel=parallel), f.ApprovalRequested(call_ids=ids))
+    return h.given(
+        "Planning", planned(*calls, parallel=parallel), f.ApprovalRequested(call_ids=ids)
+    )
 
 
 class TestWaitingForHuman:
@@ -337,7 +349,9 @@ class TestObserving:
     def test_refusals_first_then_results_in_call_order_with_text(self) -> None:
         a = ToolCall(name="a", args={})
         b = ToolCall(name="b", args={})
-        refused = HistoryEntry(step=1, tool=ToolCall(name="rm"), observation="ERROR: x", success=False)
+        refused = HistoryEntry(
+            step=1, tool=ToolCall(name="rm"), observation="ERROR: x", success=False
+        )
         h = Harness().given(
             "Planning",
             f.StepStarted(step=2),
@@ -366,8 +380,12 @@ class TestObserving:
 
 def with_history(h: Harness, n: int = 2) -> Harness:
     entries = tuple(
-        HistoryEntry(step=i, tool=ToolCall(name="echo", args={"text": str(i)}, id=f"c{i}"),
-                     observation=f"SUCCESS: {i}", success=True)
+        HistoryEntry(
+            step=i,
+            tool=ToolCall(name="echo", args={"text": str(i)}, id=f"c{i}"),
+            observation=f"SUCCESS: {i}",
+            success=True,
+        )
         for i in range(1, n + 1)
     )
     h.given("Planning", f.StepStarted(step=n), f.ConfidenceLow(confidence=0.1, threshold=0.4))
@@ -384,7 +402,10 @@ class TestReflecting:
         assert h.handle(ReflectingState()) == Event.ReflectDone
         shown = llm.calls[0].memory
         assert shown.build_messages() == [
-            {"role": "user", "content": COMPRESSION_PROMPT.format(task="Count.", history_json=history_json)}
+            {
+                "role": "user",
+                "content": COMPRESSION_PROMPT.format(task="Count.", history_json=history_json),
+            }
         ]
         assert COMPRESSION_PROMPT.startswith(
             "Summarize the following tool call history into a single concise paragraph\n"
@@ -395,7 +416,10 @@ class TestReflecting:
         assert h.memory.history[0].observation == "Found 1 and 2."
         assert h.memory.retry_count == 0
         summary_msg = h.memory.build_messages()[-1]
-        assert summary_msg == {"role": "user", "content": "Summary of the work so far: Found 1 and 2."}
+        assert summary_msg == {
+            "role": "user",
+            "content": "Summary of the work so far: Found 1 and 2.",
+        }
 
     def test_failure_keeps_history(self) -> None:
         h = with_history(Harness(llm=MockLlmCaller([TimeoutError("slow")])))
@@ -419,9 +443,13 @@ class TestReflecting:
     def test_budget_exhausted_skips_the_call(self) -> None:
         llm = MockLlmCaller([])
         h = with_history(Harness(llm=llm, budget=TokenBudget(max_total_tokens=10)))
-        h.given("Planning", f.LlmResponded(
-            purpose="plan", response=LlmResponse.final_answer("x", usage=TokenUsage(input_tokens=10))
-        ))
+        h.given(
+            "Planning",
+            f.LlmResponded(
+                purpose="plan",
+                response=LlmResponse.final_answer("x", usage=TokenUsage(input_tokens=10)),
+            ),
+        )
         assert h.handle(ReflectingState()) == Event.ReflectDone
         assert llm.call_count() == 0
 

@@ -43,7 +43,10 @@ def test_decorator_options() -> None:
         return a + b
 
     assert (adder.name, adder.description, adder.idempotent, adder.is_async) == (
-        "add", "Add two numbers", True, True,
+        "add",
+        "Add two numbers",
+        True,
+        True,
     )
     tools = ToolRegistry()
     tools.add(adder)
@@ -93,10 +96,17 @@ def test_digest_changes_with_the_schema() -> None:
     ("value", "schema", "errors"),
     [
         ({"a": 1}, {"type": "object", "required": ["a", "b"]}, ["args.b is required"]),
-        ({"a": True}, {"properties": {"a": {"type": "integer"}}}, ["args.a should be integer, got bool"]),
+        (
+            {"a": True},
+            {"properties": {"a": {"type": "integer"}}},
+            ["args.a should be integer, got bool"],
+        ),
         ({"a": 2.0}, {"properties": {"a": {"type": "integer"}}}, []),
-        ({"a": [1, "x"]}, {"properties": {"a": {"items": {"type": "integer"}}}},
-         ["args.a[1] should be integer, got str"]),
+        (
+            {"a": [1, "x"]},
+            {"properties": {"a": {"items": {"type": "integer"}}}},
+            ["args.a[1] should be integer, got str"],
+        ),
         ({"a": 5}, {"properties": {"a": {"maximum": 3}}}, ["args.a should be <= 3, got 5"]),
         ({"a": 1}, {"additionalProperties": False}, ["args.a is not an accepted argument"]),
         ({"a": "x"}, {"properties": {"a": {"type": ["string", "null"]}}}, []),
