@@ -245,12 +245,13 @@ class ToolRegistry:
             return ToolOutcome.failed("InvalidArguments", "; ".join(problems))
         limit = entry.timeout if entry.timeout is not None else timeout
         try:
-            if entry.is_async:
-                result = await asyncio.wait_for(entry.invoke(values), limit)
-            else:
-                result = await asyncio.wait_for(asyncio.to_thread(entry.invoke, values), limit)
-                if inspect.isawaitable(result):
-                    result = await asyncio.wait_for(result, limit)
+            async with asyncio.timeout(limit):
+                if entry.is_async:
+                    result = await entry.invoke(values)
+                else:
+                    result = await asyncio.to_thread(entry.invoke, values)
+                    if inspect.isawaitable(result):
+                        result = await result
         except TimeoutError:
             return ToolOutcome.failed("TimeoutError", f"tool '{name}' did not finish in {limit}s")
         except Exception as e:  # failure is data: the LLM reads it
