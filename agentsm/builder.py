@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 from eventstore import EventStore, SQLiteEventStore
 
 from . import facts as f
-from .context import ApprovalCallback, RunContext, Suspend
+from .context import ApprovalCallback, RunContext, Suspend, ToolRunner
 from .engine import AgentEngine
 from .errors import BuildError
 from .llm.base import LlmCaller
@@ -71,6 +71,7 @@ class AgentBuilder:
         self._handlers: dict[str, AgentState] = {}
         self._run_id: str | None = None
         self._clock: Callable[[], float] = time.time
+        self._tool_runner: ToolRunner | None = None
 
     def task_type(self, task_type: str) -> AgentBuilder:
         """The task type: the key for model selection in `config.models`."""
@@ -194,6 +195,12 @@ class AgentBuilder:
         self._clock = clock
         return self
 
+    def tool_runner(self, runner: ToolRunner) -> AgentBuilder:
+        """How tool calls are run (default: the registry). Replay serves recorded results
+        through this seam; a runner returns a `ToolOutcome` and never raises."""
+        self._tool_runner = runner
+        return self
+
     # -- build ----------------------------------------------------------------------------
 
     def build_config(self) -> AgentConfig:
@@ -205,6 +212,50 @@ class AgentBuilder:
 
     def build(self) -> AgentEngine:
         """Check everything and make the engine; nothing is recorded until it runs."""
+        llm, table, handlers, store = self._parts()
+        definition = f.RunStarted(
+            task=self._task,
+            task_type=self._task_type,
+            system_prompt=self._system_prompt,
+            config=self.build_config(),
+            tools=tuple(self._tools.schemas()),
+            blacklisted_tools=tuple(dict.fromkeys(self._blacklist)),
+            approval_required=tuple(dict.fromkeys(self._approval_required)),
+            budget=self._budget,
+        )
+        return AgentEngine(
+            store=store,
+            definition=definition,
+            tools=self._tools,
+            llm=llm,
+            table=table,
+            handlers=handlers,
+            approval=self._approval,
+            run_id=self._run_id,
+            clock=self._clock,
+            tool_runner=self._tool_runner,
+        )
+
+    def attach(self, run_id: str) -> AgentEngine:
+        """An engine continuing run `run_id` of the store from its log, with this builder's
+        tools, LLM, table, handlers and approval callback (its task and config come from the
+        log)."""
+        llm, table, handlers, store = self._parts()
+        return AgentEngine.attach(
+            store=store,
+            run_id=run_id,
+            tools=self._tools,
+            llm=llm,
+            table=table,
+            handlers=handlers,
+            approval=self._approval,
+            clock=self._clock,
+            tool_runner=self._tool_runner,
+        )
+
+    def _parts(
+        self,
+    ) -> tuple[LlmCaller, TransitionTable, dict[str, AgentState], EventStore]:
         if self._llm is None:
             raise BuildError(
                 "An LLM caller is required: call .llm(...) with e.g. MockLlmCaller([...]) or a "
@@ -229,27 +280,8 @@ class AgentBuilder:
             store = SQLiteEventStore(":memory:")
         elif isinstance(store, str | Path):
             store = SQLiteEventStore(store)
-        definition = f.RunStarted(
-            task=self._task,
-            task_type=self._task_type,
-            system_prompt=self._system_prompt,
-            config=self.build_config(),
-            tools=tuple(self._tools.schemas()),
-            blacklisted_tools=tuple(dict.fromkeys(self._blacklist)),
-            approval_required=tuple(dict.fromkeys(self._approval_required)),
-            budget=self._budget,
-        )
-        return AgentEngine(
-            store=store,
-            definition=definition,
-            tools=self._tools,
-            llm=self._llm,
-            table=table,
-            handlers=handlers,
-            approval=self._approval,
-            run_id=self._run_id,
-            clock=self._clock,
-        )
+        self._store = store
+        return self._llm, table, handlers, store
 
     def __repr__(self) -> str:
         return (

@@ -34,6 +34,7 @@ from .outputs import (
 )
 from .recorder import Recorder
 from .states.base import AgentState
+from .states.waiting import approval_request
 from .tools import ToolOutcome, ToolRegistry
 from .trace import Trace, decode
 from .transitions import TransitionTable
@@ -75,7 +76,7 @@ class AgentEngine:
         self.approval = approval
         self.definition = definition
         self._clock = clock
-        self._tool_runner = tool_runner or self._run_tool
+        self._tool_runner = tool_runner or self.run_tool
         self._run_info = run_info or {}
         self._recorder = Recorder(store, self.run_id, initial_memory(definition), 0, clock)
         self._state: str = State.Idle
@@ -144,6 +145,14 @@ class AgentEngine:
             return Trace(self.run_id, [])
         return Trace.load(self.store, self.run_id)
 
+    def note(self, fact: f.Fact) -> None:
+        """Record and commit a fact from outside the handlers (a branch's changes, a human's
+        decision given later); it is checked against the current state like any other."""
+        if not self._created:
+            self._create()
+        self._recorder.record(fact, self._state)
+        self._recorder.flush()
+
     # -- running --------------------------------------------------------------------------
 
     def run(self) -> str:
@@ -169,6 +178,19 @@ class AgentEngine:
             if not task.done():
                 task.cancel()
 
+    async def run_until(self, seq: int) -> int:
+        """Run transitions until the log reaches seq `seq` (or the run ends or waits); returns
+        the seq reached. Replay uses it to stop exactly where a run was branched."""
+        token = _text_sink.set(None)
+        try:
+            if not self._created:
+                self._create()
+            while self.seq < seq and await self._tick(lambda output: None) is None:
+                pass
+        finally:
+            _text_sink.reset(token)
+        return self.seq
+
     def _result(self, ending: Ending) -> str:
         if ending == "done":
             return self.memory.final_answer or "[No answer produced]"
@@ -179,12 +201,13 @@ class AgentEngine:
     def _approval_requests(self) -> list[ApprovalRequest]:
         m = self.memory
         return [
-            ApprovalRequest(run_id=self.run_id, step=m.step, call=c)
+            approval_request(self.run_id, m, c)
             for c in m.planned_calls
             if c.id in m.pending_approval
         ]
 
-    async def _run_tool(self, call: ToolCall) -> ToolOutcome:
+    async def run_tool(self, call: ToolCall) -> ToolOutcome:
+        """Run one call with the registry's tools (the default tool runner)."""
         return await self.tools.aexecute(
             call.name, call.args, timeout=self.memory.config.tool_timeout
         )

@@ -27,6 +27,7 @@ class Event(StrEnum):
     HumanApprovedBatch = "HumanApprovedBatch"
     ToolSuccess = "ToolSuccess"
     ToolFailure = "ToolFailure"
+    ToolOutcomeUnknown = "ToolOutcomeUnknown"
     Continue = "Continue"
     NeedsReflection = "NeedsReflection"
     ReflectDone = "ReflectDone"

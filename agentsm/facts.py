@@ -38,6 +38,7 @@ __all__ = [
     "ObservationCommitted",
     "ReflectionSkipped",
     "RunAborted",
+    "RunBranched",
     "RunFailed",
     "RunFinished",
     "RunStarted",
@@ -130,10 +131,12 @@ class ToolCallsPlanned(_Fact):
 
 
 class ApprovalRequested(_Fact):
-    """These planned calls need a human decision before anything runs."""
+    """These planned calls need a human decision before anything runs; `reason` is the question
+    ("approval", or "outcome_unknown" for a call that was running when the process stopped)."""
 
     kind: Literal["ApprovalRequested"] = "ApprovalRequested"
     call_ids: tuple[str, ...]
+    reason: Literal["approval", "outcome_unknown"] = "approval"
 
 
 class Decision(BaseModel):
@@ -233,6 +236,16 @@ class RunFinished(_Fact):
     error: str | None = None
 
 
+class RunBranched(_Fact):
+    """This run continues another run's log from a branch point, with these changes."""
+
+    kind: Literal["RunBranched"] = "RunBranched"
+    parent_id: str
+    parent_seq: int
+    changes: tuple[str, ...] = ()
+    config: AgentConfig | None = None
+
+
 class RunAborted(_Fact):
     """A structural error stopped the engine; the run stays in its state."""
 
@@ -262,6 +275,7 @@ Fact = Annotated[
     | RunFailed
     | Transitioned
     | RunFinished
+    | RunBranched
     | RunAborted,
     Field(discriminator="kind"),
 ]
@@ -279,7 +293,7 @@ OWNERS: dict[str, frozenset[str]] = {
     "ConfidenceLow": frozenset({_P}),
     "ToolsRejected": frozenset({_P}),
     "ToolCallsPlanned": frozenset({_P}),
-    "ApprovalRequested": frozenset({_P}),
+    "ApprovalRequested": frozenset({_P, _A, _PA}),
     "AnswerRejected": frozenset({_P}),
     "FinalAnswerProduced": frozenset({_P}),
     "RunFailed": frozenset({_P, _A}),
@@ -291,5 +305,6 @@ OWNERS: dict[str, frozenset[str]] = {
     "ReflectionSkipped": frozenset({State.Reflecting}),
     "RunFinished": frozenset({State.Done, State.Error}),
 }
-"""Which built-in state may record which fact. Transitioned and RunAborted are the engine's.
+"""Which built-in state may record which fact. Transitioned, RunBranched and RunAborted are the
+engine's.
 Custom states (names outside `State`) are not restricted."""

@@ -36,7 +36,9 @@ class AgentMemory(BaseModel):
     """The agent's entire world-state, a projection of the log (frozen: handlers record facts).
 
     `planned_calls` are the calls Planning chose and Observing clears; `results` their outcomes;
-    `rejected` the calls Planning refused, shown to the LLM until Observing commits them.
+    `rejected` the calls Planning refused, shown to the LLM until Observing commits them;
+    `decisions` the human's verdicts on them; `in_flight` the calls recorded as started and not
+    (yet) as executed.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -54,6 +56,9 @@ class AgentMemory(BaseModel):
     planned_text: str | None = None
     results: tuple[ToolResult, ...] = ()
     pending_approval: tuple[str, ...] = ()
+    approval_reason: str = "approval"
+    decisions: tuple[f.Decision, ...] = ()
+    in_flight: tuple[str, ...] = ()
     rejected: tuple[HistoryEntry, ...] = ()
     history: tuple[HistoryEntry, ...] = ()
     history_digest: str = ""
@@ -188,7 +193,6 @@ def _unchanged(fact: Any, memory: AgentMemory) -> AgentMemory:
 for _kind in (
     f.LlmRequested,
     f.LlmFailed,
-    f.ToolCallStarted,
     f.ReflectionSkipped,
     f.AnswerRejected,
     f.Transitioned,
@@ -249,13 +253,26 @@ def _(fact: f.ToolCallsPlanned, memory: AgentMemory) -> AgentMemory:
             "parallel": fact.parallel,
             "planned_text": fact.text,
             "results": (),
+            "decisions": (),
         }
     )
 
 
 @_reduce.register
 def _(fact: f.ApprovalRequested, memory: AgentMemory) -> AgentMemory:
-    return memory.model_copy(update={"pending_approval": fact.call_ids})
+    return memory.model_copy(
+        update={"pending_approval": fact.call_ids, "approval_reason": fact.reason}
+    )
+
+
+@_reduce.register
+def _(fact: f.ToolCallStarted, memory: AgentMemory) -> AgentMemory:
+    return memory.model_copy(update={"in_flight": (*memory.in_flight, fact.call.id)})
+
+
+@_reduce.register
+def _(fact: f.RunBranched, memory: AgentMemory) -> AgentMemory:
+    return memory.model_copy(update={"config": fact.config}) if fact.config else memory
 
 
 @_reduce.register
@@ -269,18 +286,34 @@ def _(fact: f.HumanDecided, memory: AgentMemory) -> AgentMemory:
             call = call.model_copy(update={"args": d.args})
         elif d is not None and d.verdict == "rejected":
             why = f" ({d.note})" if d.note else ""
-            text = f"ERROR: HumanRejected: a human rejected the call to '{call.name}'{why}."
+            if memory.approval_reason == "outcome_unknown":
+                text = (
+                    f"ERROR: OutcomeUnknown: the process stopped while '{call.name}' ran and a "
+                    f"human chose not to run it again; it may have taken effect{why}."
+                )
+            else:
+                text = f"ERROR: HumanRejected: a human rejected the call to '{call.name}'{why}."
             results.append(ToolResult(call=call, observation=text, success=False))
         calls.append(call)
+    decided = set(verdicts)
+    pending = tuple(i for i in memory.pending_approval if i not in decided)
     return memory.model_copy(
-        update={"planned_calls": tuple(calls), "results": tuple(results), "pending_approval": ()}
+        update={
+            "planned_calls": tuple(calls),
+            "results": tuple(results),
+            "pending_approval": pending,
+            "decisions": memory.decisions + fact.decisions,
+            "approval_reason": memory.approval_reason if pending else "approval",
+            "in_flight": tuple(i for i in memory.in_flight if i not in decided),
+        }
     )
 
 
 @_reduce.register
 def _(fact: f.ToolExecuted, memory: AgentMemory) -> AgentMemory:
     result = ToolResult(call=fact.call, observation=fact.observation, success=fact.success)
-    return memory.model_copy(update={"results": (*memory.results, result)})
+    in_flight = tuple(i for i in memory.in_flight if i != fact.call.id)
+    return memory.model_copy(update={"results": (*memory.results, result), "in_flight": in_flight})
 
 
 @_reduce.register
@@ -295,6 +328,8 @@ def _(fact: f.ObservationCommitted, memory: AgentMemory) -> AgentMemory:
             "results": (),
             "rejected": (),
             "pending_approval": (),
+            "decisions": (),
+            "in_flight": (),
         }
     )
 

@@ -171,6 +171,9 @@ def summarize(fact: Fact) -> str:
             return f"{fact.from_state} --{fact.event}--> {fact.to_state}"
         case f.RunFinished():
             return f"{fact.status}: {_short(fact.final_answer or fact.error or '', 70)}"
+        case f.RunBranched():
+            changes = ", ".join(fact.changes) or "no change"
+            return f"from {fact.parent_id} at seq {fact.parent_seq}: {changes}"
         case f.RunAborted():
             return f"{fact.error_type}: {_short(fact.message, 80)}"
     return ""  # pragma: no cover

@@ -109,7 +109,11 @@ def _as_event(name: str) -> str:
 
 
 def build_transition_table() -> TransitionTable:
-    """The default table: exactly these rows, no others."""
+    """The default table: exactly these rows, no others.
+
+    `ToolOutcomeUnknown` is taken only by a resumed run whose tool was running when the process
+    stopped: a non-idempotent call is not run again without a human saying so.
+    """
     S, E = State, Event
     return TransitionTable(
         {
@@ -131,8 +135,10 @@ def build_transition_table() -> TransitionTable:
             (S.Acting, E.ToolSuccess): S.Observing,
             (S.Acting, E.ToolFailure): S.Observing,
             (S.Acting, E.FatalError): S.Error,
+            (S.Acting, E.ToolOutcomeUnknown): S.WaitingForHuman,
             (S.ParallelActing, E.ToolSuccess): S.Observing,
             (S.ParallelActing, E.ToolFailure): S.Observing,
+            (S.ParallelActing, E.ToolOutcomeUnknown): S.WaitingForHuman,
             (S.Observing, E.Continue): S.Planning,
             (S.Observing, E.NeedsReflection): S.Reflecting,
             (S.Reflecting, E.ReflectDone): S.Planning,

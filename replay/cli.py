@@ -1,66 +1,392 @@
-"""The `agentsm` command line."""
+"""The `agentsm` command line: record (demo), list, show, time-travel, replay, branch, diff,
+resume, decide, export and import runs of an agentsm log."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Literal
 
-from agentsm import AgentFailed, AgentMemory
-from eventstore import SQLiteEventStore, StoreError
+from agentsm import AgentConfig, AgentError, AgentFailed, HumanInputRequired, LlmResponse
+from agentsm.memory import fold_with_state
+from eventstore import EventStore, SQLiteEventStore, StoreError
 
-from .demo import demo_agent
+from .branching import branch_run
+from .demo import run_demo
+from .diffing import diff_runs
+from .recording import Recording
+from .render import Style, table
+from .replaying import replay_run
+from .resuming import decide, pending_requests, resume_run
+from .source import Builder, load_builder, open_store, resolve_run
+from .timetravel import memory_at
+from .transfer import export_run, import_runs
 
 __all__ = ["main"]
 
+out = Style(sys.stdout)
 
-def _demo(args: argparse.Namespace) -> int:
-    db = args.db
-    engine = demo_agent().store(db).build()
-    print(f"Task: {engine.memory.task}")
+
+def _store(args: argparse.Namespace) -> EventStore:
+    return open_store(args.db)
+
+
+def _builder(args: argparse.Namespace, required: bool = False) -> Builder | None:
+    spec = getattr(args, "builder", None) or os.environ.get("AGENTSM_BUILDER")
+    if spec:
+        return load_builder(spec)
+    if required:
+        raise AgentError(
+            "This command needs your agent: pass --builder module:factory (or set "
+            "AGENTSM_BUILDER), where factory(task) returns an AgentBuilder."
+        )
+    return None
+
+
+def _when(ts: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
+
+
+# -- commands -----------------------------------------------------------------------------------
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    store = _store(args)
+    records = store.runs()
+    rows: list[list[str]] = []
+    depth: dict[str, int] = {}
+    ordered = records
+    if args.tree:
+        children: dict[str | None, list[str]] = {}
+        by_id = {r.run_id: r for r in records}
+        for r in records:
+            parent = r.parent_id if r.parent_id in by_id else None
+            children.setdefault(parent, []).append(r.run_id)
+        ordered = []
+
+        def walk(parent: str | None, level: int) -> None:
+            for run_id in children.get(parent, []):
+                depth[run_id] = level
+                ordered.append(by_id[run_id])
+                walk(run_id, level + 1)
+
+        walk(None, 0)
+    for r in ordered:
+        memory, _ = fold_with_state(e.fact for e in Recording.load(store, r.run_id).entries)
+        indent = "  " * depth.get(r.run_id, 0) + ("└ " if depth.get(r.run_id) else "")
+        parent = f"{r.parent_id}@{r.branch_seq}" if r.parent_id else ""
+        rows.append(
+            [
+                indent + r.run_id,
+                r.task[:40] + ("…" if len(r.task) > 40 else ""),
+                out.status(r.status),
+                str(memory.step),
+                str(memory.total_usage.total_tokens),
+                _when(r.created_at),
+                f"{r.updated_at - r.created_at:.2f}s",
+                parent,
+            ]
+        )
+    if not rows:
+        print(f"No runs in {args.db}.")
+        return 0
+    headers = ["id", "task", "status", "steps", "tokens", "started", "duration", "parent"]
+    print(table(headers, rows, out))
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    recording = Recording.load(_store(args), args.run)
+    if args.json:
+        for e in recording.entries:
+            print(json.dumps(e.to_dict()))
+        return 0
+    r = recording.run
+    print(out(f"run {r.run_id}", "bold") + f"  {out.status(r.status)}  task: {r.task}")
+    if r.parent_id:
+        print(f"branched from {r.parent_id} at seq {r.branch_seq}")
+    rows = [
+        [str(e.seq), str(e.step), e.state, out(e.event, "cyan"), e.data] for e in recording.entries
+    ]
+    print(table(["seq", "step", "state", "fact", "data"], rows, out))
+    return 0
+
+
+def cmd_memory(args: argparse.Namespace) -> int:
+    store = _store(args)
+    run_id = resolve_run(store, args.run)
+    seq = args.at if args.at is not None else store.run(run_id).last_seq
+    memory, state = memory_at(store, run_id, seq)
+    if args.json:
+        print(
+            json.dumps(
+                {"seq": seq, "state": str(state), "memory": memory.model_dump(mode="json")},
+                indent=2,
+            )
+        )
+        return 0
+    print(out(f"run {run_id} at seq {seq}: state {state}", "bold"))
+    fields = [
+        ("task", memory.task),
+        ("step", memory.step),
+        ("retry_count", memory.retry_count),
+        ("tokens", memory.total_usage.total_tokens),
+        ("final_answer", memory.final_answer),
+        ("error", memory.error),
+        (
+            "planned_calls",
+            ", ".join(f"{c.name}({json.dumps(c.args)})" for c in memory.planned_calls),
+        ),
+        ("pending_approval", ", ".join(memory.pending_approval)),
+    ]
+    for name, value in fields:
+        if value not in (None, ""):
+            print(f"  {name:<16} {value}")
+    print(f"  history ({len(memory.history)} entries)")
+    for entry in memory.history:
+        mark = out("ok ", "green") if entry.success else out("err", "red")
+        print(
+            f"    [{entry.step}] {mark} {entry.tool.name}({json.dumps(entry.tool.args)}) -> "
+            f"{entry.observation[:80]}"
+        )
+    return 0
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    store = _store(args)
+    builder = _builder(args)
+    if not args.all and not args.run:
+        raise AgentError("replay needs a RUN id, or --all to replay every run of the database.")
+    run_ids = [r.run_id for r in store.runs()] if args.all else [args.run]
+    diverged = 0
+    for run_id in run_ids:
+        report = replay_run(store, run_id, builder, execute_tools=args.execute_tools)
+        if report.identical:
+            print(f"{report.run_id}  {out('identical', 'green')}  ({report.compared} facts)")
+        else:
+            diverged += 1
+            assert report.divergence is not None
+            print(
+                f"{report.run_id}  {out('DIVERGED', 'red', 'bold')}  at "
+                f"{report.divergence.headline()}"
+            )
+            if not args.all:
+                print(report.divergence.diff)
+    if args.all:
+        print(
+            f"\n{len(run_ids)} runs replayed: {len(run_ids) - diverged} identical, "
+            f"{diverged} diverged"
+        )
+    return 1 if diverged else 0
+
+
+def cmd_branch(args: argparse.Namespace) -> int:
+    config = AgentConfig.model_validate_json(args.config) if args.config else None
+    answer = LlmResponse.final_answer(args.answer) if args.answer is not None else None
+    new_id = branch_run(
+        _store(args),
+        args.run,
+        args.at,
+        llm_response=answer,
+        tool_result=args.tool_result,
+        config=config,
+        builder=_builder(args),
+    )
+    print(new_id)
+    return 0
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    print(diff_runs(_store(args), args.run_a, args.run_b))
+    return 0
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    builder = _builder(args, required=True)
+    assert builder is not None
     try:
-        answer = engine.run()
+        answer = resume_run(_store(args), args.run, builder)
+    except HumanInputRequired as e:
+        for request in e.requests:
+            print(
+                f"waiting: {request.call.name}({json.dumps(request.call.args)}) "
+                f"[{request.call.id}] — {request.reason}"
+            )
+        print(f"Answer with: agentsm approve|reject|modify {e.run_id}")
+        return 3
     except AgentFailed as e:
-        answer = f"(failed) {e.error}"
-    print(f"Answer: {answer}\n")
-    print(f"Run {engine.run_id} recorded into {db} — its trace:\n")
-    engine.trace().print()
-    usage = engine.memory.total_usage
-    print(
-        f"\nsteps={engine.memory.step} state={engine.current_state()} "
-        f"tokens={usage.total_tokens} (in {usage.input_tokens}, out {usage.output_tokens})"
-    )
-    with SQLiteEventStore(db, create=False) as fresh:
-        memory, state = AgentMemory.rebuild(fresh, engine.run_id)
-    same = memory == engine.memory and state == engine.current_state()
-    print(
-        f"\nMemory rebuilt from {db} by folding {len(engine.trace())} facts: "
-        f"{'identical to the engine memory' if same else 'DIFFERENT from the engine memory'} "
-        f"(state {state}, {len(memory.history)} history entries)."
-    )
-    return 0 if same else 1
+        print(out(f"failed: {e.error}", "red"))
+        return 1
+    print(answer)
+    return 0
+
+
+def _decide(
+    verdict: Literal["approved", "rejected", "modified"],
+) -> Callable[[argparse.Namespace], int]:
+    def command(args: argparse.Namespace) -> int:
+        new_args = json.loads(args.args) if getattr(args, "args", None) else None
+        store = _store(args)
+        decisions = decide(
+            store,
+            args.run,
+            verdict,
+            args=new_args,
+            call_id=args.call,
+            note=args.note,
+        )
+        for d in decisions:
+            print(f"{d.call_id}: {verdict}")
+        left = pending_requests(store, args.run)
+        print(
+            "still waiting for: " + ", ".join(r.call.id for r in left)
+            if left
+            else f"recorded; continue with: agentsm resume {args.run} --builder ..."
+        )
+        return 0
+
+    return command
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    for line in export_run(_store(args), args.run):
+        print(line)
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    store = SQLiteEventStore(args.db)
+    lines = sys.stdin if args.file == "-" else Path(args.file).read_text().splitlines()
+    for run_id in import_runs(store, lines):
+        print(f"imported {run_id}")
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    return run_demo(args.db, out)
+
+
+# -- parser ---------------------------------------------------------------------------------------
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="agentsm",
-        description="Record, inspect and replay agent runs.",
+        description="Record, inspect, replay, branch and resume agent runs.",
+        epilog="example: agentsm --db prod.db runs --tree",
+    )
+    parser.add_argument(
+        "--db",
+        default=os.environ.get("AGENTSM_DB", "agentsm.db"),
+        help="the agentsm log (default: $AGENTSM_DB or ./agentsm.db)",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    demo = sub.add_parser(
+
+    def add(name: str, func: object, help: str, example: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help, description=help, epilog=f"example: {example}")
+        p.set_defaults(func=func)
+        return p
+
+    def builder_option(p: argparse.ArgumentParser) -> None:
+        p.add_argument(
+            "--builder",
+            help="your agent as module:factory (factory(task) -> "
+            "AgentBuilder); default $AGENTSM_BUILDER",
+        )
+
+    demo = add(
         "demo",
-        help="run the demo agent on the mock LLM, print its trace, rebuild its memory",
-        description="Runs a research agent on the scripted mock LLM into a SQLite log, prints "
-        "the trace and rebuilds the memory from the file.",
-        epilog="example: agentsm demo --db /tmp/demo.db",
+        cmd_demo,
+        "run the demo agent: record, print, rebuild, replay, branch",
+        "agentsm demo --db /tmp/demo.db",
     )
     demo.add_argument(
         "--db",
         default=os.environ.get("AGENTSM_DEMO_DB", "agentsm-demo.db"),
         help="SQLite file to record into (default: ./agentsm-demo.db)",
     )
-    demo.set_defaults(func=_demo)
+    runs = add("runs", cmd_runs, "list the runs of the database", "agentsm runs --tree")
+    runs.add_argument("--tree", action="store_true", help="show branch families as a tree")
+    show = add("show", cmd_show, "print a run's trace", "agentsm show 3f2a --json")
+    show.add_argument("run", help="run id (or a unique prefix)")
+    show.add_argument("--json", action="store_true", help="JSON lines, one per fact")
+    mem = add(
+        "memory",
+        cmd_memory,
+        "memory and state of a run at a sequence number",
+        "agentsm memory 3f2a --at 17",
+    )
+    mem.add_argument("run")
+    mem.add_argument("--at", type=int, help="sequence number (default: the last)")
+    mem.add_argument("--json", action="store_true")
+    rep = add(
+        "replay",
+        cmd_replay,
+        "replay a run against its recording: identical or the first divergence (exit code 0/1)",
+        "agentsm replay --all --builder myagent:make_agent",
+    )
+    rep.add_argument("run", nargs="?")
+    rep.add_argument("--all", action="store_true", help="replay every run of the database")
+    rep.add_argument(
+        "--execute-tools",
+        action="store_true",
+        help="run the tools again instead of serving recorded results",
+    )
+    builder_option(rep)
+    br = add(
+        "branch",
+        cmd_branch,
+        "start a new run from a point of a run, with a change",
+        "agentsm branch 3f2a --at 17 --answer 'Paris.'",
+    )
+    br.add_argument("run")
+    br.add_argument("--at", type=int, required=True, help="sequence number to branch at")
+    br.add_argument("--answer", help="the LLM's next response: this final answer")
+    br.add_argument("--tool-result", help="the next tool call's result")
+    br.add_argument("--config", help="a new AgentConfig as JSON")
+    builder_option(br)
+    diff = add("diff", cmd_diff, "where two runs part, and how each ends", "agentsm diff 3f2a 9c1e")
+    diff.add_argument("run_a")
+    diff.add_argument("run_b")
+    res = add(
+        "resume",
+        cmd_resume,
+        "continue a run that stopped without finishing",
+        "agentsm resume 3f2a --builder myagent:make_agent",
+    )
+    res.add_argument("run")
+    builder_option(res)
+    decisions: tuple[tuple[Literal["approved", "rejected", "modified"], str, str], ...] = (
+        ("approved", "approve", "approve the call(s) a run waits on"),
+        ("rejected", "reject", "reject the call(s) a run waits on"),
+        ("modified", "modify", "approve a waiting call with other arguments"),
+    )
+    for verdict, name, text in decisions:
+        p = add(
+            name,
+            _decide(verdict),
+            text,
+            f"agentsm {name} 3f2a" + (" --args '{\"amount\": 5}'" if name == "modify" else ""),
+        )
+        p.add_argument("run")
+        p.add_argument("--call", help="the waiting call's id (default: every waiting call)")
+        p.add_argument("--note", default="", help="a note recorded with the decision")
+        if name == "modify":
+            p.add_argument("--args", required=True, help="the replacement arguments as JSON")
+    exp = add("export", cmd_export, "write a run as JSON lines", "agentsm export 3f2a > run.jsonl")
+    exp.add_argument("run")
+    imp = add(
+        "import",
+        cmd_import,
+        "add the runs of a JSON lines export to the database",
+        "agentsm --db other.db import run.jsonl",
+    )
+    imp.add_argument("file", help="the export file, or - for standard input")
     return parser
 
 
@@ -69,9 +395,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         return int(args.func(args))
-    except StoreError as e:
+    except (StoreError, AgentError, ValueError) as e:
         print(f"agentsm: {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        return 0
 
 
 if __name__ == "__main__":

@@ -8,6 +8,8 @@ from typing import Any
 
 from agentsm import (
     AgentBuilder,
+    AgentFailed,
+    AgentMemory,
     LlmResponse,
     MockLlmCaller,
     TokenUsage,
@@ -15,7 +17,7 @@ from agentsm import (
     tool,
 )
 
-__all__ = ["DEMO_TASK", "demo_agent", "demo_script"]
+__all__ = ["DEMO_TASK", "demo_agent", "demo_script", "run_demo"]
 
 DEMO_TASK = "What is the capital of France, and how many people live there per square km?"
 
@@ -111,3 +113,57 @@ def demo_agent(task: str = DEMO_TASK) -> AgentBuilder:
         .tool(send_email)
         .blacklist_tool("send_email")
     )
+
+
+def run_demo(db: str, style: Any) -> int:
+    """Record a demo run into `db`, print its trace, rebuild its memory from the file, replay
+    it, and branch it where the LLM called a blacklisted tool."""
+    from eventstore import SQLiteEventStore
+
+    from .branching import branch_run
+    from .diffing import diff_runs
+    from .replaying import replay_run
+
+    engine = demo_agent().store(db).build()
+    print(f"Task: {engine.memory.task}")
+    try:
+        answer = engine.run()
+    except AgentFailed as e:
+        answer = f"(failed) {e.error}"
+    print(f"Answer: {answer}\n")
+    print(style(f"Run {engine.run_id} recorded into {db}; its trace:", "bold") + "\n")
+    engine.trace().print()
+    usage = engine.memory.total_usage
+    print(
+        f"\nsteps={engine.memory.step} state={engine.current_state()} "
+        f"tokens={usage.total_tokens} (in {usage.input_tokens}, out {usage.output_tokens})"
+    )
+    with SQLiteEventStore(db, create=False) as fresh:
+        memory, state = AgentMemory.rebuild(fresh, engine.run_id)
+        same = memory == engine.memory and state == engine.current_state()
+        print(
+            f"\nMemory rebuilt from {db} by folding {len(engine.trace())} facts: "
+            f"{'identical to the engine memory' if same else 'DIFFERENT from the engine memory'} "
+            f"(state {state}, {len(memory.history)} history entries)."
+        )
+        report = replay_run(fresh, engine.run_id, demo_agent)
+        print(style("\nReplay against the recording: ", "bold") + str(report))
+        refused = next(e for e in engine.trace() if e.event == "ToolsRejected")
+        at = refused.seq - 1
+        branch = branch_run(
+            fresh,
+            engine.run_id,
+            at=at,
+            llm_response=LlmResponse.final_answer(
+                "Paris is the capital; about 2.1 million people live on its 105.4 km²."
+            ),
+            builder=demo_agent,
+        )
+        point = fresh.run(branch).branch_seq
+        print(style(f"\nBranch {branch} from seq {point} with another LLM answer:", "bold"))
+        print(diff_runs(fresh, engine.run_id, branch))
+    print(
+        f"\nExplore: agentsm --db {db} runs --tree | show {engine.run_id} | "
+        f"memory {engine.run_id} --at 20 | replay {engine.run_id}"
+    )
+    return 0 if same and report.identical else 1

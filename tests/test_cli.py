@@ -1,48 +1,329 @@
-"""The `agentsm` command, run as a user runs it, on a real database file."""
+"""The `agentsm` command, run as a user runs it (a subprocess), on real database files."""
 
 from __future__ import annotations
 
+import json
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import pytest
+
 from agentsm import AgentMemory, State
+from agentsm.trace import Trace
 from eventstore import SQLiteEventStore
 
+ROOT = Path(__file__).resolve().parent.parent
+FACTORY = f"{ROOT / 'tests' / 'agent_factory.py'}:make_agent"
 
-def agentsm(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+
+def agentsm(
+    *args: str, cwd: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "replay", *args], capture_output=True, text=True, cwd=cwd
+        [sys.executable, "-m", "replay", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env={**os.environ, **(env or {})},
+        timeout=120,
     )
 
 
-def test_demo_records_prints_and_rebuilds(tmp_path: Path) -> None:
-    result = agentsm("demo", cwd=tmp_path)
-    assert result.returncode == 0, result.stderr
-    out = result.stdout
+def ok(result: subprocess.CompletedProcess[str]) -> str:
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result.stdout
+
+
+def test_demo_records_prints_rebuilds_replays_and_branches(tmp_path: Path) -> None:
+    out = ok(agentsm("demo", cwd=tmp_path))
     assert "Answer: Paris is the capital of France." in out
     assert "Planning --ToolBlacklisted--> Planning" in out
     assert "identical to the engine memory" in out
-    db = tmp_path / "agentsm-demo.db"
-    store = SQLiteEventStore(db, create=False)
-    (run,) = store.runs()
-    assert run.status == "done"
-    memory, state = AgentMemory.rebuild(store, run.run_id)
+    assert "Replay against the recording: run " in out and ": identical (45 facts" in out
+    assert "B branched from A at seq 24" in out
+    store = SQLiteEventStore(tmp_path / "agentsm-demo.db", create=False)
+    original, branch = store.runs()
+    assert (original.status, branch.status, branch.parent_id) == ("done", "done", original.run_id)
+    memory, state = AgentMemory.rebuild(store, original.run_id)
     assert state == State.Done and memory.step == 5 and len(memory.history) == 5
-    again = agentsm("demo", "--db", str(db), cwd=tmp_path)
-    assert again.returncode == 0
-    assert len(SQLiteEventStore(db).runs()) == 2
 
 
-def test_demo_refuses_a_database_that_is_not_a_log(tmp_path: Path) -> None:
-    bad = tmp_path / "notes.db"
-    bad.write_text("plain text, not sqlite " * 50)
-    result = agentsm("demo", "--db", str(bad), cwd=tmp_path)
-    assert result.returncode == 2
-    assert "not a usable SQLite database" in result.stderr
-    assert "Traceback" not in result.stderr
+def test_inspection_commands_on_a_demo_database(tmp_path: Path) -> None:
+    ok(agentsm("demo", cwd=tmp_path))
+    db = ["--db", "agentsm-demo.db"]
+    runs = ok(agentsm(*db, "runs", cwd=tmp_path))
+    assert runs.splitlines()[0].split() == [
+        "id",
+        "task",
+        "status",
+        "steps",
+        "tokens",
+        "started",
+        "duration",
+        "parent",
+    ]
+    original, branch = (line.split()[0] for line in runs.splitlines()[1:])
+    assert "\033[" not in runs  # plain when piped
+    tree = ok(agentsm(*db, "runs", "--tree", cwd=tmp_path))
+    assert f"└ {branch}" in tree and f"{original}@24" in tree
+    shown = ok(agentsm(*db, "show", original[:6], cwd=tmp_path))
+    assert "ParallelActing --ToolSuccess--> Observing" in shown
+    lines = ok(agentsm(*db, "show", original, "--json", cwd=tmp_path)).splitlines()
+    assert len(lines) == 45 and json.loads(lines[0])["fact"]["kind"] == "RunStarted"
+    memory = ok(agentsm(*db, "memory", original, "--at", "20", cwd=tmp_path))
+    assert "state ParallelActing" in memory and "history (1 entries)" in memory
+    as_json = json.loads(ok(agentsm(*db, "memory", original, "--at", "20", "--json", cwd=tmp_path)))
+    assert as_json["state"] == "ParallelActing" and as_json["memory"]["step"] == 2
+    replayed = agentsm(*db, "replay", original, cwd=tmp_path)
+    assert replayed.returncode == 0 and "identical" in replayed.stdout
+    diff = ok(agentsm(*db, "diff", original, branch, cwd=tmp_path))
+    assert "B branched from A at seq 24" in diff and "first difference at seq 27" in diff
+    new = ok(
+        agentsm(
+            *db, "branch", original, "--at", "12", "--answer", "Paris, surely enough.", cwd=tmp_path
+        )
+    ).strip()
+    child = SQLiteEventStore(tmp_path / "agentsm-demo.db").run(new)
+    assert (child.parent_id, child.branch_seq) == (original, 12)
 
 
-def test_help_has_examples(tmp_path: Path) -> None:
-    result = agentsm("demo", "--help", cwd=tmp_path)
-    assert result.returncode == 0 and "example: agentsm demo" in result.stdout
+def test_replay_all_with_a_builder_reports_each_run(tmp_path: Path) -> None:
+    ok(agentsm("demo", cwd=tmp_path))
+    db = ["--db", "agentsm-demo.db"]
+    same = agentsm(*db, "replay", "--all", "--builder", "replay.demo:demo_agent", cwd=tmp_path)
+    assert same.returncode == 0, same.stderr
+    assert "2 runs replayed: 2 identical, 0 diverged" in same.stdout
+    changed = tmp_path / "changed_agent.py"
+    changed.write_text(
+        "from replay.demo import demo_agent\n"
+        "def make(task):\n"
+        "    return demo_agent(task).system_prompt('You are a sloppy assistant.')\n"
+    )
+    diverged = agentsm(*db, "replay", "--all", "--builder", f"{changed}:make", cwd=tmp_path)
+    assert diverged.returncode == 1
+    assert diverged.stdout.count("DIVERGED  at seq 1 (Idle)") == 2
+    assert "2 runs replayed: 0 identical, 2 diverged" in diverged.stdout
+    one = agentsm(
+        *db, "replay", diverged.stdout.split()[0], "--builder", f"{changed}:make", cwd=tmp_path
+    )
+    assert (
+        one.returncode == 1 and '+    "system_prompt": "You are a sloppy assistant."' in one.stdout
+    )
+
+
+def test_errors_name_the_problem(tmp_path: Path) -> None:
+    ok(agentsm("demo", cwd=tmp_path))
+    db = ["--db", "agentsm-demo.db"]
+    run_id = ok(agentsm(*db, "runs", cwd=tmp_path)).splitlines()[1].split()[0]
+    unknown = agentsm(*db, "show", run_id[:-1] + "x", cwd=tmp_path)
+    assert unknown.returncode == 2 and f"Closest ids: {run_id}" in unknown.stderr
+    (tmp_path / "notes.db").write_text("plain text, not sqlite " * 50)
+    bad = agentsm("--db", "notes.db", "runs", cwd=tmp_path)
+    assert bad.returncode == 2 and "not a usable SQLite database" in bad.stderr
+    import sqlite3
+
+    conn = sqlite3.connect(tmp_path / "agentsm-demo.db")
+    conn.execute("PRAGMA user_version = 99")
+    conn.commit()
+    conn.close()
+    newer = agentsm(*db, "runs", cwd=tmp_path)
+    assert newer.returncode == 2 and "schema version 99, newer than" in newer.stderr
+    missing = agentsm("--db", "nothere.db", "runs", cwd=tmp_path)
+    assert missing.returncode == 2 and "No database at 'nothere.db'" in missing.stderr
+    needs = agentsm("--db", "nothere.db", "resume", "abc", cwd=tmp_path)
+    assert needs.returncode == 2 and "--builder" in needs.stderr
+    for result in (unknown, bad, newer, missing, needs):
+        assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "demo",
+        "runs",
+        "show",
+        "memory",
+        "replay",
+        "branch",
+        "diff",
+        "resume",
+        "approve",
+        "reject",
+        "modify",
+        "export",
+        "import",
+    ],
+)
+def test_every_command_has_help_with_an_example(command: str, tmp_path: Path) -> None:
+    assert "example: agentsm" in ok(agentsm(command, "--help", cwd=tmp_path))
+
+
+def test_export_and_import_move_a_family_between_databases(tmp_path: Path) -> None:
+    ok(agentsm("demo", cwd=tmp_path))
+    store = SQLiteEventStore(tmp_path / "agentsm-demo.db")
+    original, branch = (r.run_id for r in store.runs())
+    for run in (original, branch):
+        (tmp_path / f"{run}.jsonl").write_text(
+            ok(agentsm("--db", "agentsm-demo.db", "export", run, cwd=tmp_path))
+        )
+        ok(agentsm("--db", "copy.db", "import", f"{run}.jsonl", cwd=tmp_path))
+    copy = SQLiteEventStore(tmp_path / "copy.db")
+    assert [r.run_id for r in copy.runs()] == [original, branch]
+    assert copy.read(branch) == store.read(branch)
+    assert copy.run(branch).parent_id == original
+    again = agentsm("--db", "copy.db", "import", f"{original}.jsonl", cwd=tmp_path)
+    assert again.returncode == 2 and "exists already" in again.stderr
+    assert ok(agentsm("--db", "copy.db", "replay", original, cwd=tmp_path))
+
+
+# -- durable approval and crash resume, across processes --------------------------------------
+
+
+def start_run(db: Path, env: dict[str, str]) -> subprocess.Popen[str]:
+    script = (
+        "import sys\n"
+        f"sys.path.insert(0, {str(ROOT / 'tests')!r})\n"
+        "from agent_factory import make_agent\n"
+        "from agentsm import HumanInputRequired\n"
+        f"engine = make_agent('Pay ann 30').store({str(db)!r}).run_id('run1').build()\n"
+        "try:\n"
+        "    print(engine.run())\n"
+        "except HumanInputRequired as e:\n"
+        "    print('WAITING', e.requests[0].call.name)\n"
+    )
+    return subprocess.Popen(
+        [sys.executable, "-c", script],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **env},
+    )
+
+
+def test_durable_approval_across_processes(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    first = start_run(db, {"AGENTSM_TEST_APPROVAL": "1"})
+    out, err = first.communicate(timeout=60)
+    assert out.strip() == "WAITING pay", err
+    store = SQLiteEventStore(db)
+    assert store.run("run1").status == "waiting"
+    env = {"AGENTSM_TEST_APPROVAL": "1"}
+    resumed = agentsm(
+        "--db", str(db), "resume", "run1", "--builder", FACTORY, cwd=tmp_path, env=env
+    )
+    assert resumed.returncode == 3 and "tool requires approval" in resumed.stdout
+    decided = agentsm(
+        "--db",
+        str(db),
+        "modify",
+        "run1",
+        "--args",
+        '{"amount": 5, "to": "ann"}',
+        "--note",
+        "cap at 5",
+        cwd=tmp_path,
+        env=env,
+    )
+    assert "modified" in ok(decided)
+    assert store.run("run1").status == "ready"
+    answer = ok(
+        agentsm("--db", str(db), "resume", "run1", "--builder", FACTORY, cwd=tmp_path, env=env)
+    )
+    assert "paid 5 to ann" in answer
+    memory, state = AgentMemory.rebuild(store, "run1")
+    assert state == State.Done and memory.history[0].tool.args == {"amount": 5, "to": "ann"}
+    assert store.run("run1").status == "done"
+    report = agentsm("--db", str(db), "replay", "run1", "--builder", FACTORY, cwd=tmp_path, env=env)
+    assert report.returncode == 0, report.stdout  # the resumed run replays identical
+
+
+def test_reject_from_the_command_line(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    start_run(db, {"AGENTSM_TEST_APPROVAL": "1"}).communicate(timeout=60)
+    env = {"AGENTSM_TEST_APPROVAL": "1"}
+    not_waiting = agentsm("--db", str(db), "approve", "nope", cwd=tmp_path, env=env)
+    assert not_waiting.returncode == 2
+    ok(agentsm("--db", str(db), "reject", "run1", "--note", "no", cwd=tmp_path, env=env))
+    twice = agentsm("--db", str(db), "approve", "run1", cwd=tmp_path, env=env)
+    assert twice.returncode == 2 and "not waiting for a human" in twice.stderr
+    ok(agentsm("--db", str(db), "resume", "run1", "--builder", FACTORY, cwd=tmp_path, env=env))
+    memory, _ = AgentMemory.rebuild(SQLiteEventStore(db), "run1")
+    assert memory.history[0].observation.startswith("ERROR: HumanRejected:")
+
+
+def wait_for(db: Path, kind: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if db.exists():
+            try:
+                if any(e.kind == kind for e in SQLiteEventStore(db).read("run1")):
+                    return
+            except Exception:
+                pass
+        time.sleep(0.05)
+    raise AssertionError(f"no {kind} in {db} after {timeout}s")
+
+
+def kill_while_running(
+    db: Path, env: dict[str, str], started_tool: str, effect: Path | None = None
+) -> None:
+    proc = start_run(db, env)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        wait_for(db, "ToolCallStarted")
+        names = [
+            e.fact.call.name
+            for e in Trace.load(SQLiteEventStore(db), "run1")
+            if e.event == "ToolCallStarted"
+        ]
+        if started_tool in names and (effect is None or effect.exists()):
+            break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=10)
+    assert proc.returncode == -signal.SIGKILL
+
+
+def test_sigkill_mid_tool_then_resume_asks_whether_it_took_effect(tmp_path: Path) -> None:
+    db, ledger = tmp_path / "runs.db", tmp_path / "ledger.txt"
+    env = {"AGENTSM_TEST_SLOW": "1", "AGENTSM_TEST_LEDGER": str(ledger)}
+    kill_while_running(db, env, "pay", effect=ledger)
+    assert ledger.read_text() == "30 ann\n"
+    store = SQLiteEventStore(db)
+    assert store.run("run1").status == "running"
+    memory, state = AgentMemory.rebuild(store, "run1")
+    assert state == State.Acting and memory.in_flight == ("pay-1",)
+    env = {"AGENTSM_TEST_LEDGER": str(ledger)}
+    asked = agentsm("--db", str(db), "resume", "run1", "--builder", FACTORY, cwd=tmp_path, env=env)
+    assert asked.returncode == 3 and "did it take effect?" in asked.stdout
+    assert ledger.read_text() == "30 ann\n"  # not silently paid twice
+    ok(
+        agentsm(
+            "--db", str(db), "reject", "run1", "--note", "it went through", cwd=tmp_path, env=env
+        )
+    )
+    ok(agentsm("--db", str(db), "resume", "run1", "--builder", FACTORY, cwd=tmp_path, env=env))
+    assert ledger.read_text() == "30 ann\n"
+    memory, state = AgentMemory.rebuild(store, "run1")
+    assert state == State.Done
+    assert memory.history[0].observation.startswith("ERROR: OutcomeUnknown:")
+    facts = store.read("run1")
+    assert [e.seq for e in facts] == list(range(1, len(facts) + 1))
+
+
+def test_sigkill_mid_idempotent_tool_then_resume_runs_it_again(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    kill_while_running(db, {"AGENTSM_TEST_SLOW_BALANCE": "1"}, "balance")
+    memory, state = AgentMemory.rebuild(SQLiteEventStore(db), "run1")
+    assert state == State.Acting and memory.in_flight == ("bal-2",)
+    answer = ok(agentsm("--db", str(db), "resume", "run1", "--builder", FACTORY, cwd=tmp_path))
+    assert "balance 70" in answer
+    trace = Trace.load(SQLiteEventStore(db), "run1")
+    started = [e.fact.call.id for e in trace if e.event == "ToolCallStarted"]
+    assert started.count("bal-2") == 2  # started, interrupted, started again
+    memory, state = AgentMemory.rebuild(SQLiteEventStore(db), "run1")
+    assert state == State.Done and memory.in_flight == ()

@@ -78,7 +78,7 @@ def test_state_and_event_values_are_the_specification_names() -> None:
 
 def test_default_table_is_exactly_the_designed_rows() -> None:
     table = build_transition_table()
-    assert len(table) == 23
+    assert len(table) == 25
     assert table[(State.WaitingForHuman, Event.HumanApprovedBatch)] == State.ParallelActing
     assert all(src not in ("Done", "Error") for src, _ in table)
     mermaid = table.to_mermaid()
@@ -108,6 +108,6 @@ def test_reprs_say_what_the_object_is() -> None:
     assert "step=0" in repr(engine.memory)
     assert repr(State.Planning) == "State.Planning" and repr(Event.Start) == "Event.Start"
     assert repr(LlmResponse.final_answer("hi")) == "LlmResponse.final_answer('hi')"
-    assert "23 rows" in repr(build_transition_table())
+    assert "25 rows" in repr(build_transition_table())
     assert repr(MockLlmCaller([])) == "MockLlmCaller(served=0, remaining=0)"
     assert "Find things" in repr(AgentBuilder("Find things"))

@@ -15,12 +15,25 @@ def _outcome(ctx: RunContext) -> str:
     return Event.ToolSuccess if ok else Event.ToolFailure
 
 
+def _interrupted(ctx: RunContext) -> bool:
+    """Calls that started before the process stopped and may not be re-run without a human:
+    record the question and say so. Idempotent tools are simply run again."""
+    unsure = tuple(
+        c.id
+        for c in ctx.memory.unfinished_calls()
+        if c.id in ctx.memory.in_flight and not getattr(ctx.tools.get(c.name), "idempotent", False)
+    )
+    if unsure:
+        ctx.record(f.ApprovalRequested(call_ids=unsure, reason="outcome_unknown"))
+    return bool(unsure)
+
+
 class ActingState:
     """Runs the planned calls one after another, in the LLM's order."""
 
     name: ClassVar[str] = State.Acting
     emits: ClassVar[frozenset[str]] = frozenset(
-        {Event.ToolSuccess, Event.ToolFailure, Event.FatalError}
+        {Event.ToolSuccess, Event.ToolFailure, Event.FatalError, Event.ToolOutcomeUnknown}
     )
 
     async def handle(self, ctx: RunContext) -> str:
@@ -32,6 +45,8 @@ class ActingState:
                 )
             )
             return Event.FatalError
+        if _interrupted(ctx):
+            return Event.ToolOutcomeUnknown
         await ctx.run_tools(ctx.memory.unfinished_calls(), concurrent=False)
         return _outcome(ctx)
 
@@ -43,9 +58,13 @@ class ParallelActingState:
     """Runs the planned calls concurrently; results are recorded in call order."""
 
     name: ClassVar[str] = State.ParallelActing
-    emits: ClassVar[frozenset[str]] = frozenset({Event.ToolSuccess, Event.ToolFailure})
+    emits: ClassVar[frozenset[str]] = frozenset(
+        {Event.ToolSuccess, Event.ToolFailure, Event.ToolOutcomeUnknown}
+    )
 
     async def handle(self, ctx: RunContext) -> str:
+        if _interrupted(ctx):
+            return Event.ToolOutcomeUnknown
         await ctx.run_tools(ctx.memory.unfinished_calls(), concurrent=True)
         return _outcome(ctx) if ctx.memory.results else Event.ToolFailure
 

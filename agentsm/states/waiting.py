@@ -7,12 +7,29 @@ from typing import ClassVar
 from .. import facts as f
 from ..context import SUSPEND, RunContext, Suspend
 from ..events import Event
-from ..types import ApprovalRequest, State
+from ..memory import AgentMemory
+from ..types import ApprovalRequest, State, ToolCall
+
+QUESTIONS = {
+    "approval": "tool requires approval",
+    "outcome_unknown": (
+        "the process stopped while this call ran: did it take effect? Approve to run it again, "
+        "reject to not run it again"
+    ),
+}
+
+
+def approval_request(run_id: str, memory: AgentMemory, call: ToolCall) -> ApprovalRequest:
+    """The question put to a human about one call waiting in `memory`."""
+    reason = QUESTIONS.get(memory.approval_reason, memory.approval_reason)
+    return ApprovalRequest(run_id=run_id, step=memory.step, call=call, reason=reason)
 
 
 class WaitingForHumanState:
     """Approve, reject (a failed entry the LLM sees) or modify each call; a batch that keeps
-    any approved call goes on as a batch. With no decision available, the run suspends."""
+    any approved call goes on as a batch. With no decision available, the run suspends. The
+    event depends on memory alone, so a decision recorded later (durable approval) leads where
+    a callback's would."""
 
     name: ClassVar[str] = State.WaitingForHuman
     emits: ClassVar[frozenset[str]] = frozenset(
@@ -24,7 +41,7 @@ class WaitingForHumanState:
         waiting = [c for c in memory.planned_calls if c.id in memory.pending_approval]
         decisions = []
         for call in waiting:
-            request = ApprovalRequest(run_id=ctx.run_id, step=memory.step, call=call)
+            request = approval_request(ctx.run_id, memory, call)
             decision = await ctx.ask_human(request)
             if decision is None:
                 return SUSPEND
@@ -36,7 +53,7 @@ class WaitingForHumanState:
             return Event.HumanRejected
         if memory.parallel:
             return Event.HumanApprovedBatch
-        if any(d.verdict == "modified" for d in decisions):
+        if any(d.verdict == "modified" for d in memory.decisions):
             return Event.HumanModified
         return Event.HumanApproved
 

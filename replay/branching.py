@@ -1,0 +1,89 @@
+"""Branch: continue a recorded run from one of its points, with a change, as a new run."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+
+from agentsm import (
+    AgentConfig,
+    AgentFailed,
+    EngineError,
+    HumanInputRequired,
+    LlmCaller,
+    LlmResponse,
+    ToolOutcome,
+)
+from agentsm import facts as f
+
+from .effects import RecordedDecisions, RecordedLlm, RecordedTools
+from .recording import Recording
+from .replaying import copy_prefix
+from .source import Builder, StoreLike, open_store, recorded_builder
+
+__all__ = ["branch_run"]
+
+
+def branch_run(
+    db: StoreLike,
+    run_id: str,
+    at: int,
+    *,
+    llm_response: LlmResponse | None = None,
+    tool_result: str | ToolOutcome | None = None,
+    config: AgentConfig | None = None,
+    llm: LlmCaller | None = None,
+    builder: Builder | None = None,
+    new_run_id: str | None = None,
+) -> str:
+    """Start a new run from the parent's facts up to the last complete transition at or before
+    seq `at`, apply the changes, continue it to its end, and return its id.
+
+    `llm_response` answers the branch's next LLM call; `tool_result` is the result of its next
+    tool call; `config` replaces the configuration from there; `llm` answers every later call
+    (otherwise the parent's remaining recorded responses do). Tools, decisions: the parent's
+    recorded ones by call id, then the builder's own (tools not recorded and no builder come
+    back as `ERROR: NotRecorded`).
+    """
+    store = open_store(db)
+    parent = Recording.load(store, run_id)
+    point = parent.branch_point(at)
+    agent = (
+        builder(parent.definition.task)
+        if builder is not None
+        else recorded_builder(parent.definition)
+    )
+    later: Sequence[f.LlmResponded | f.LlmFailed | LlmResponse] = parent.llm_outcomes[
+        parent.llm_calls_before(point) :
+    ]
+    if llm is not None:
+        later = []
+    if llm_response is not None:
+        later = [llm_response, *later[1:]]
+    first = ToolOutcome.ok(tool_result) if isinstance(tool_result, str) else tool_result
+    agent.llm(RecordedLlm(later, then=llm)).store(store)
+    live = agent.build()  # the builder's own tools and approval callback, for what is not recorded
+    agent.tool_runner(RecordedTools(parent.tool_outcomes, fallback=live.run_tool, first=first))
+    agent.on_approval(RecordedDecisions(parent.decisions, fallback=live.approval))
+
+    new_id = new_run_id or uuid.uuid4().hex[:12]
+    copy_prefix(parent, store, new_id, point, parent_id=parent.run_id)
+    changes = tuple(
+        name
+        for name, value in (
+            ("llm_response", llm_response),
+            ("tool_result", tool_result),
+            ("config", config),
+            ("llm", llm),
+        )
+        if value is not None
+    )
+    engine = agent.attach(new_id)
+    engine.note(
+        f.RunBranched(parent_id=parent.run_id, parent_seq=point, changes=changes, config=config)
+    )
+    try:
+        engine.run()
+    except (AgentFailed, HumanInputRequired, EngineError):
+        pass  # the branch's outcome is in its log
+    return new_id

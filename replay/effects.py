@@ -1,0 +1,104 @@
+"""Effects served from a recording: the LLM, tool results and human decisions of a run."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from agentsm import (
+    AgentMemory,
+    ApprovalRequest,
+    LlmCaller,
+    LlmResponse,
+    ToolCall,
+    ToolOutcome,
+    ToolRegistry,
+)
+from agentsm import facts as f
+from agentsm.context import ToolRunner
+
+__all__ = ["RecordedDecisions", "RecordedLlm", "RecordedLlmError", "RecordedTools"]
+
+
+class RecordedLlmError(Exception):
+    """A recorded LLM failure raised again; its class name is the recorded error type."""
+
+
+def _recorded_error(failure: f.LlmFailed) -> RecordedLlmError:
+    error_type: type[RecordedLlmError] = type(failure.error_type, (RecordedLlmError,), {})
+    return error_type(failure.message)
+
+
+class RecordedLlm:
+    """An LLM that answers with a run's recorded outcomes, in order (a mock built from the
+    recording). When they run out, `then` answers, or the call fails like a provider."""
+
+    def __init__(
+        self,
+        outcomes: Sequence[f.LlmResponded | f.LlmFailed | LlmResponse],
+        then: LlmCaller | None = None,
+    ) -> None:
+        self._outcomes = list(outcomes)
+        self._then = then
+        self.served = 0
+
+    async def call(self, memory: AgentMemory, tools: ToolRegistry, model: str) -> LlmResponse:
+        if self.served >= len(self._outcomes):
+            if self._then is not None:
+                return await self._then.call(memory, tools, model)
+            raise RecordedLlmError(
+                f"the recorded run made only {len(self._outcomes)} LLM calls; this replay asked "
+                "for one more"
+            )
+        outcome = self._outcomes[self.served]
+        self.served += 1
+        if isinstance(outcome, f.LlmFailed):
+            raise _recorded_error(outcome)
+        return outcome if isinstance(outcome, LlmResponse) else outcome.response
+
+    def __repr__(self) -> str:
+        return f"RecordedLlm(served={self.served}, recorded={len(self._outcomes)})"
+
+
+class RecordedTools:
+    """Tool results by call id from a recording; other calls go to `fallback` (the real tools)
+    or come back as `ERROR: NotRecorded`. `first` overrides the first call run."""
+
+    def __init__(
+        self,
+        outcomes: dict[str, ToolOutcome],
+        fallback: ToolRunner | None = None,
+        first: ToolOutcome | None = None,
+    ) -> None:
+        self._outcomes = outcomes
+        self._fallback = fallback
+        self._first = first
+
+    async def __call__(self, call: ToolCall) -> ToolOutcome:
+        if self._first is not None:
+            first, self._first = self._first, None
+            return first
+        recorded = self._outcomes.get(call.id)
+        if recorded is not None:
+            return recorded
+        if self._fallback is not None:
+            return await self._fallback(call)
+        return ToolOutcome.failed(
+            "NotRecorded", f"the recording has no result for call {call.id} to '{call.name}'"
+        )
+
+
+class RecordedDecisions:
+    """Human decisions by call id from a recording; other requests go to `fallback`, or stay
+    waiting (None)."""
+
+    def __init__(self, decisions: dict[str, f.Decision], fallback: object = None) -> None:
+        self._decisions = decisions
+        self._fallback = fallback
+
+    def __call__(self, request: ApprovalRequest) -> object:
+        decision = self._decisions.get(request.call.id)
+        if decision is not None:
+            return decision
+        if callable(self._fallback):
+            return self._fallback(request)
+        return None

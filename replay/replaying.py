@@ -1,0 +1,93 @@
+"""Replay: re-run a recorded run with the current code against its own recorded effects."""
+
+from __future__ import annotations
+
+import json
+
+from agentsm import AgentEngine, AgentFailed, EngineError, HumanInputRequired
+from agentsm._sync import run_sync
+from agentsm import facts as f
+from agentsm.trace import Trace
+from eventstore import EventStore, NewEvent, SQLiteEventStore
+
+from .effects import RecordedDecisions, RecordedLlm, RecordedTools
+from .recording import Recording
+from .report import ReplayReport, first_divergence
+from .source import Builder, StoreLike, open_store, recorded_builder
+
+__all__ = ["assert_replays", "replay_run"]
+
+
+def _finish(engine: AgentEngine) -> None:
+    try:
+        engine.run()
+    except (AgentFailed, HumanInputRequired, EngineError):
+        pass  # the outcome is in the log, which is what gets compared
+
+
+def copy_prefix(
+    recording: Recording,
+    target: EventStore,
+    run_id: str,
+    upto: int,
+    *,
+    parent_id: str | None = None,
+) -> None:
+    """Copy a run's facts up to seq `upto`, envelopes included, into a new run."""
+    target.create_run(
+        run_id,
+        recording.run.task,
+        parent_id=parent_id,
+        branch_seq=upto if parent_id else None,
+        info=dict(recording.run.info),
+    )
+    events = [
+        NewEvent(e.event, e.fact.model_dump_json(), _meta(e.state, e.step, e.metrics), e.timestamp)
+        for e in recording.entries
+        if e.seq <= upto
+    ]
+    target.append(run_id, 0, events, status="running")
+
+
+def _meta(state: str, step: int, metrics: dict[str, object]) -> str:
+    meta: dict[str, object] = {"state": state, "step": step}
+    if metrics:
+        meta["metrics"] = metrics
+    return json.dumps(meta)
+
+
+def replay_run(
+    db: StoreLike, run_id: str, builder: Builder | None = None, *, execute_tools: bool = False
+) -> ReplayReport:
+    """Re-run `run_id` with the current agent (`builder(task)`, or the recorded definition)
+    against its recorded LLM responses, tool results and human decisions, in a scratch store,
+    and compare every fact with the recording. The recorded run is only read. A branched run is
+    replayed from its start too, its recorded changes re-applied where it was branched."""
+    store = open_store(db)
+    recording = Recording.load(store, run_id)
+    definition = recording.definition
+    agent = builder(definition.task) if builder is not None else recorded_builder(definition)
+    scratch = SQLiteEventStore(":memory:")
+    agent.llm(RecordedLlm(recording.llm_outcomes)).store(scratch).run_id(recording.run_id)
+    agent.on_approval(RecordedDecisions(recording.decisions))
+    if not execute_tools:
+        agent.tool_runner(RecordedTools(recording.tool_outcomes))
+    engine = agent.build()
+    for entry in recording.entries:
+        if isinstance(entry.fact, f.RunBranched):  # re-apply each branch where it was made
+            if run_sync(engine.run_until(entry.seq - 1)) == entry.seq - 1:
+                engine.note(entry.fact)
+    _finish(engine)
+    replayed = Trace.load(scratch, recording.run_id).entries()
+    divergence = first_divergence(recording.entries, replayed)
+    return ReplayReport(recording.run_id, len(recording.entries), divergence)
+
+
+def assert_replays(
+    db: StoreLike, run_id: str, builder: Builder | None = None, *, execute_tools: bool = False
+) -> ReplayReport:
+    """For tests: replay a recorded run and fail with the divergence report if it differs."""
+    report = replay_run(db, run_id, builder, execute_tools=execute_tools)
+    if not report.identical:
+        raise AssertionError(str(report))
+    return report

@@ -1,0 +1,96 @@
+"""Resume a run that stopped without finishing, and record a human's decision on a waiting run."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Literal
+
+from agentsm import AgentFailed, State
+from agentsm import facts as f
+from agentsm.memory import fold_with_state
+from agentsm.recorder import Recorder
+from agentsm.states.waiting import approval_request
+from agentsm.types import ApprovalRequest
+
+from .recording import Recording
+from .source import Builder, StoreLike, open_store
+
+__all__ = ["decide", "pending_requests", "resume_run"]
+
+
+def resume_run(db: StoreLike, run_id: str, builder: Builder) -> str:
+    """Continue a run from its log with the user's agent (`builder(task)`: its LLM, tools,
+    table and handlers) and return the final answer.
+
+    A run that waited for a human continues with the recorded decision (or asks the builder's
+    callback). A run whose process died continues from its last complete transition; a tool that
+    was running then is re-run if idempotent, and otherwise waits for a human to say whether it
+    took effect. A finished run returns its answer (or raises AgentFailed) without running.
+    """
+    store = open_store(db)
+    recording = Recording.load(store, run_id)
+    memory, state = fold_with_state(e.fact for e in recording.entries)
+    finished = isinstance(recording.entries[-1].fact, f.RunFinished)
+    if finished and state == State.Done:
+        return memory.final_answer or "[No answer produced]"
+    if finished:
+        raise AgentFailed(memory.error or "Unknown error", recording.run_id)
+    engine = builder(recording.definition.task).store(store).attach(recording.run_id)
+    return engine.run()
+
+
+def pending_requests(db: StoreLike, run_id: str) -> list[ApprovalRequest]:
+    """The questions a run waiting in WaitingForHuman has for a human (empty otherwise)."""
+    recording = Recording.load(open_store(db), run_id)
+    memory, state = fold_with_state(e.fact for e in recording.entries)
+    if state != State.WaitingForHuman:
+        return []
+    return [
+        approval_request(recording.run_id, memory, c)
+        for c in memory.planned_calls
+        if c.id in memory.pending_approval
+    ]
+
+
+def decide(
+    db: StoreLike,
+    run_id: str,
+    verdict: Literal["approved", "rejected", "modified"],
+    *,
+    args: dict[str, Any] | None = None,
+    call_id: str | None = None,
+    note: str = "",
+) -> list[f.Decision]:
+    """Record a human's decision on a waiting run (all its waiting calls, or `call_id`); the
+    run continues with `resume_run`. Nothing runs here."""
+    store = open_store(db)
+    recording = Recording.load(store, run_id)
+    memory, state = fold_with_state(e.fact for e in recording.entries)
+    waiting = [c for c in memory.planned_calls if c.id in memory.pending_approval]
+    if state != State.WaitingForHuman or not waiting:
+        raise ValueError(
+            f"Run {recording.run_id} is not waiting for a human (it is in {state}); only a run "
+            "in WaitingForHuman with a pending request can be approved, rejected or modified."
+        )
+    if call_id is not None:
+        waiting = [c for c in waiting if c.id == call_id or c.id.startswith(call_id)]
+        if not waiting:
+            raise ValueError(f"Run {recording.run_id} has no waiting call {call_id!r}.")
+    if verdict == "modified":
+        if args is None:
+            raise ValueError("modify needs the replacement arguments (--args JSON).")
+        if len(waiting) > 1:
+            raise ValueError(
+                f"{len(waiting)} calls are waiting; name the one to modify with --call."
+            )
+    decisions = [
+        f.Decision(
+            call_id=c.id, verdict=verdict, args=args if verdict == "modified" else None, note=note
+        )
+        for c in waiting
+    ]
+    recorder = Recorder(store, recording.run_id, memory, recording.entries[-1].seq, time.time)
+    recorder.record(f.HumanDecided(decisions=tuple(decisions)), state)
+    left = recorder.memory.pending_approval
+    recorder.flush(status="waiting" if left else "ready")
+    return decisions

@@ -1,0 +1,100 @@
+"""Where recorded runs come from: opening a log, resolving run ids, loading a user's builder."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from agentsm import AgentBuilder, BuildError
+from agentsm.facts import RunStarted
+from eventstore import EventStore, SQLiteEventStore, UnknownRun
+
+__all__ = ["Builder", "StoreLike", "load_builder", "open_store", "recorded_builder", "resolve_run"]
+
+StoreLike = str | Path | EventStore
+Builder = Callable[[str], AgentBuilder]
+"""The user's agent: takes the recorded task, returns an AgentBuilder with the current tools,
+prompts, config, table and handlers. Replay supplies the LLM and the store."""
+
+
+def open_store(db: StoreLike) -> EventStore:
+    """The store itself, or an existing SQLite log at that path (never a new empty one)."""
+    if isinstance(db, str | Path):
+        return SQLiteEventStore(db, create=False)
+    return db
+
+
+def resolve_run(store: EventStore, run_id: str) -> str:
+    """The full id of a run given its id or a unique prefix of it."""
+    ids = [r.run_id for r in store.runs()]
+    if run_id in ids:
+        return run_id
+    matches = [i for i in ids if i.startswith(run_id)] if run_id else []
+    if len(matches) == 1:
+        return matches[0]
+    if len(matches) > 1:
+        raise UnknownRun(run_id, matches[:5])
+    store.run(run_id)  # raises UnknownRun with the closest ids
+    return run_id  # pragma: no cover
+
+
+def load_builder(spec: str) -> Builder:
+    """`module:factory` or `path/to/file.py:factory`, as given on the command line."""
+    module_name, _, attr = spec.rpartition(":")
+    if not module_name or not attr:
+        raise BuildError(f"--builder {spec!r}: use module:factory or path/to/file.py:factory.")
+    try:
+        if module_name.endswith(".py") or os.sep in module_name:
+            path = Path(module_name).resolve()
+            loaded = importlib.util.spec_from_file_location(path.stem, path)
+            if loaded is None or loaded.loader is None:
+                raise ImportError(f"cannot load {path}")
+            module = importlib.util.module_from_spec(loaded)
+            sys.modules[path.stem] = module
+            loaded.loader.exec_module(module)
+        else:
+            sys.path.insert(0, os.getcwd())
+            module = importlib.import_module(module_name)
+    except (ImportError, OSError) as e:
+        raise BuildError(f"--builder {spec!r}: cannot import {module_name!r} ({e}).") from e
+    factory = getattr(module, attr, None)
+    if not callable(factory):
+        raise BuildError(f"--builder {spec!r}: {module_name} has no callable {attr!r}.")
+    return factory  # type: ignore[no-any-return]
+
+
+def _unavailable(name: str) -> Callable[[dict[str, Any]], Any]:
+    def run(args: dict[str, Any]) -> Any:
+        raise RuntimeError(
+            f"tool '{name}' is not available here: only its recorded results are; pass a "
+            "builder to run it"
+        )
+
+    return run
+
+
+def recorded_builder(definition: RunStarted) -> AgentBuilder:
+    """An agent rebuilt from a run's recorded definition: same task, prompt, config, tool
+    schemas (without their functions), blacklist, approvals and budget."""
+    builder = (
+        AgentBuilder(definition.task)
+        .task_type(definition.task_type)
+        .system_prompt(definition.system_prompt)
+        .config(definition.config)
+    )
+    for schema in definition.tools:
+        builder.tool(
+            schema.name, schema.description, schema.input_schema, _unavailable(schema.name)
+        )
+    for name in definition.blacklisted_tools:
+        builder.blacklist_tool(name)
+    for name in definition.approval_required:
+        builder.require_approval(name)
+    if definition.budget is not None:
+        builder.budget(definition.budget)
+    return builder

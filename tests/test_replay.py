@@ -1,0 +1,231 @@
+"""Replay, time travel, branch and diff, driven through the `replay` API on real SQLite logs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentsm import (
+    AgentBuilder,
+    AgentConfig,
+    AgentFailed,
+    AgentMemory,
+    Event,
+    LlmResponse,
+    RunContext,
+    State,
+    ToolOutcome,
+    tool,
+)
+from agentsm.recorder import Recorder
+from agentsm.states import PlanningState
+from agentsm.trace import Trace
+from eventstore import SQLiteEventStore, UnknownRun
+from replay import assert_replays, replay_run
+from replay.branching import branch_run
+from replay.diffing import diff_runs
+from replay.timetravel import memory_at
+
+from .scenarios import LONG, SCENARIOS, base, lookup, parallel
+
+
+def record(make: Any, db: Path) -> str:
+    engine = make().store(db).build()
+    try:
+        engine.run()
+    except AgentFailed:
+        pass
+    return engine.run_id
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_unchanged_agent_replays_identical(name: str, tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    run_id = record(SCENARIOS[name], db)
+    before = SQLiteEventStore(db).read(run_id)
+    report = replay_run(db, run_id, lambda task: SCENARIOS[name]())
+    assert report.identical, str(report)
+    assert report.compared == len(before)
+    assert replay_run(db, run_id).identical  # against the recorded definition alone
+    assert SQLiteEventStore(db).read(run_id) == before  # the recorded run is only read
+    assert len(SQLiteEventStore(db).runs()) == 1
+
+
+def test_a_changed_prompt_word_is_caught_at_seq_1(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    run_id = record(parallel, db)
+
+    def reworded(task: str) -> AgentBuilder:
+        return parallel().system_prompt("You are very careful.")
+
+    report = replay_run(db, run_id, reworded)
+    assert not report.identical and report.divergence is not None
+    assert report.divergence.seq == 1
+    assert '-    "system_prompt": "You are careful.",' in report.divergence.diff
+    assert '+    "system_prompt": "You are very careful.",' in report.divergence.diff
+    with pytest.raises(AssertionError, match="first divergence at seq 1"):
+        assert_replays(db, run_id, reworded)
+
+
+def test_config_and_tool_schema_changes_are_caught_at_seq_1(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    run_id = record(parallel, db)
+    changed_config = replay_run(
+        db, run_id, lambda t: parallel().config(AgentConfig(min_answer_length=5))
+    )
+    assert changed_config.divergence is not None and changed_config.divergence.seq == 1
+    assert "min_answer_length" in changed_config.divergence.diff
+
+    @tool(name="lookup")
+    def lookup_v2(key: str, exact: bool = False) -> str:
+        """Look a key up."""
+        return key
+
+    def new_schema(task: str) -> AgentBuilder:
+        b = base("parallel", [])
+        b._tools._tools["lookup"] = lookup_v2  # the same tool, one more argument
+        return b
+
+    report = replay_run(db, run_id, new_schema)
+    assert report.divergence is not None and report.divergence.seq == 1
+    assert "exact" in report.divergence.diff
+
+
+def test_a_handler_change_is_caught_at_the_first_fact_it_alters(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    run_id = record(SCENARIOS["reflection"], db)
+    trace = Trace.load(SQLiteEventStore(db), run_id)
+    first_low = next(e for e in trace if e.event == "ConfidenceLow")
+
+    class TrustingPlanning(PlanningState):
+        """A changed branch: never discard low-confidence calls."""
+
+        def _tool_calls(self, ctx: RunContext, response: Any) -> str:
+            return super()._tool_calls(ctx, response.model_copy(update={"confidence": 1.0}))
+
+    report = replay_run(
+        db, run_id, lambda t: SCENARIOS["reflection"]().handler("Planning", TrustingPlanning())
+    )
+    assert report.divergence is not None
+    assert report.divergence.seq == first_low.seq
+    assert report.divergence.expected is not None and report.divergence.actual is not None
+    assert report.divergence.expected.event == "ConfidenceLow"
+    assert report.divergence.actual.event == "ToolCallsPlanned"
+
+
+def test_a_tool_change_is_caught_when_tools_are_executed(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    run_id = record(SCENARIOS["blacklist"], db)
+    assert replay_run(db, run_id, lambda t: SCENARIOS["blacklist"](), execute_tools=True)
+
+    @tool(name="lookup")
+    def lookup_changed(key: str) -> str:
+        """Look a key up."""
+        return f"new value of {key}"
+
+    def changed(task: str) -> AgentBuilder:
+        b = SCENARIOS["blacklist"]()
+        b._tools._tools["lookup"] = lookup_changed
+        b._tools._digest = None
+        return b
+
+    assert replay_run(db, run_id, changed).identical  # recorded results are served
+    report = replay_run(db, run_id, changed, execute_tools=True)
+    assert report.divergence is not None
+    assert report.divergence.expected is not None
+    assert report.divergence.expected.event == "ToolExecuted"
+    assert "new value of ok" in report.divergence.diff
+
+
+def test_time_travel_equals_the_live_memory_at_every_seq(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    live: list[tuple[AgentMemory, str]] = []
+    original = Recorder.record
+
+    def spy(self: Recorder, fact: Any, state: str, metrics: Any = None) -> None:
+        original(self, fact, state, metrics)
+        live.append((self.memory, str(fact.to_state) if fact.kind == "Transitioned" else ""))
+
+    monkeypatch.setattr(Recorder, "record", spy)
+    db = tmp_path / "runs.db"
+    run_id = record(SCENARIOS["approvals"], db)
+    monkeypatch.setattr(Recorder, "record", original)
+    assert len(live) == SQLiteEventStore(db).run(run_id).last_seq
+    state = "Idle"
+    for seq, (memory, to_state) in enumerate(live, start=1):
+        state = to_state or state
+        assert memory_at(db, run_id, seq) == (memory, state)
+    with pytest.raises(ValueError, match="seq 0 is not one of them"):
+        memory_at(db, run_id, 0)
+
+
+def test_branch_with_another_llm_answer_and_diff(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    run_id = record(SCENARIOS["blacklist"], db)
+    trace = Trace.load(SQLiteEventStore(db), run_id)
+    refused = next(e for e in trace if e.event == "ToolsRejected")
+    new_id = branch_run(
+        db,
+        run_id,
+        at=refused.seq,
+        llm_response=LlmResponse.final_answer("Changed my mind: " + LONG),
+    )
+    store = SQLiteEventStore(db)
+    child = store.run(new_id)
+    point = max(e.seq for e in trace if e.event == "Transitioned" and e.seq <= refused.seq)
+    assert (child.parent_id, child.branch_seq, child.status) == (run_id, point, "done")
+    branch = Trace.load(store, new_id)
+    assert [e.fact for e in branch][:point] == [e.fact for e in trace][:point]
+    assert branch[point].event == "RunBranched"
+    memory, state = AgentMemory.rebuild(store, new_id)
+    assert state == State.Done and memory.final_answer == "Changed my mind: " + LONG
+    diff = diff_runs(store, run_id, new_id)
+    assert diff.divergence is not None and diff.divergence.seq == point + 3
+    assert diff.divergence.expected is not None and diff.divergence.actual is not None
+    assert diff.divergence.expected.event == diff.divergence.actual.event == "LlmResponded"
+    text = str(diff)
+    assert f"B branched from A at seq {point}" in text and "Changed my mind" in text
+    assert replay_run(db, new_id).identical  # a branch replays too
+
+
+def test_branch_with_a_tool_result_config_and_live_llm(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    run_id = record(SCENARIOS["blacklist"], db)
+    trace = Trace.load(SQLiteEventStore(db), run_id)
+    before_tool = next(e for e in trace if e.event == "ToolCallStarted").seq - 1
+    new_id = branch_run(db, run_id, at=before_tool, tool_result="value of ok: 42")
+    memory, _ = AgentMemory.rebuild(SQLiteEventStore(db), new_id)
+    assert memory.history[-1].observation == "SUCCESS: value of ok: 42"
+
+    class Always:
+        async def call(self, memory: Any, tools: Any, model: str) -> LlmResponse:
+            return LlmResponse.final_answer("A live model answered this branch.")
+
+    live_id = branch_run(db, run_id, at=2, llm=Always(), config=AgentConfig(max_steps=1))
+    memory, state = AgentMemory.rebuild(SQLiteEventStore(db), live_id)
+    assert state == State.Done and memory.final_answer == "A live model answered this branch."
+    assert memory.config.max_steps == 1
+    assert SQLiteEventStore(db).run(live_id).branch_seq == 2
+
+
+def test_unknown_run_names_the_closest_ids(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    run_id = record(lambda: base("t", [LlmResponse.final_answer(LONG)]).run_id("abc123def"), db)
+    assert replay_run(db, "abc1", None).identical  # a unique prefix is enough
+    with pytest.raises(UnknownRun, match="abc123def"):
+        replay_run(db, "abc124def")
+    assert run_id == "abc123def"
+
+
+def test_replay_of_a_run_whose_recording_ran_out(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    run_id = record(lambda: base("t", [LlmResponse.tool_call("lookup", {"key": "a"})]), db)
+    report = replay_run(db, run_id, lambda t: base("t", []))
+    assert report.identical
+    assert Event.FatalError in {
+        e.fact.event for e in Trace.load(SQLiteEventStore(db), run_id) if e.event == "Transitioned"
+    }
+    assert lookup.name == "lookup" and ToolOutcome.ok("x").success
