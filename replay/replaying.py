@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 from agentsm import AgentEngine, AgentFailed, EngineError, HumanInputRequired
-from agentsm._sync import run_sync
 from agentsm import facts as f
+from agentsm._sync import run_sync
 from agentsm.trace import Trace
 from eventstore import EventStore, NewEvent, SQLiteEventStore
 
