@@ -1,10 +1,15 @@
 """replay: take a recorded run offline and re-run it, inspect it at any point, branch it,
 resume it; and the `agentsm` command line around all that."""
 
-from .effects import RecordedDecisions, RecordedLlm, RecordedTools
+from .branching import branch_run
+from .diffing import RunDiff, diff_runs
+from .effects import RecordedDecisions, RecordedLlm, RecordedTools, ReplayedCrash
 from .recording import Recording
 from .replaying import assert_replays, replay_run
 from .report import Divergence, ReplayReport
+from .resuming import decide, pending_requests, resume_run
+from .timetravel import memory_at
+from .transfer import export_run, import_runs
 
 __all__ = [
     "Divergence",
@@ -13,6 +18,16 @@ __all__ = [
     "RecordedTools",
     "Recording",
     "ReplayReport",
+    "ReplayedCrash",
+    "RunDiff",
     "assert_replays",
+    "branch_run",
+    "decide",
+    "diff_runs",
+    "export_run",
+    "import_runs",
+    "memory_at",
+    "pending_requests",
     "replay_run",
+    "resume_run",
 ]

@@ -53,8 +53,8 @@ def branch_run(
         if builder is not None
         else recorded_builder(parent.definition)
     )
-    later: Sequence[f.LlmResponded | f.LlmFailed | LlmResponse] = parent.llm_outcomes[
-        parent.llm_calls_before(point) :
+    later: Sequence[f.LlmResponded | f.LlmFailed | LlmResponse] = [
+        o for o in parent.llm_outcomes[parent.llm_calls_before(point) :] if o is not None
     ]
     if llm is not None:
         later = []

@@ -188,14 +188,20 @@ def cmd_replay(args: argparse.Namespace) -> int:
 def cmd_branch(args: argparse.Namespace) -> int:
     config = AgentConfig.model_validate_json(args.config) if args.config else None
     answer = LlmResponse.final_answer(args.answer) if args.answer is not None else None
+    builder = _builder(args, required=args.live)
+    store = _store(args)
+    live = None
+    if args.live and builder is not None:
+        live = builder(Recording.load(store, args.run).definition.task).build().llm
     new_id = branch_run(
-        _store(args),
+        store,
         args.run,
         args.at,
         llm_response=answer,
         tool_result=args.tool_result,
         config=config,
-        builder=_builder(args),
+        llm=live,
+        builder=builder,
     )
     print(new_id)
     return 0
@@ -349,6 +355,11 @@ def _parser() -> argparse.ArgumentParser:
     br.add_argument("--answer", help="the LLM's next response: this final answer")
     br.add_argument("--tool-result", help="the next tool call's result")
     br.add_argument("--config", help="a new AgentConfig as JSON")
+    br.add_argument(
+        "--live",
+        action="store_true",
+        help="let the builder's own LLM answer from the branch point on",
+    )
     builder_option(br)
     diff = add("diff", cmd_diff, "where two runs part, and how each ends", "agentsm diff 3f2a 9c1e")
     diff.add_argument("run_a")

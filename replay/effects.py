@@ -16,7 +16,19 @@ from agentsm import (
 from agentsm import facts as f
 from agentsm.context import ToolRunner
 
-__all__ = ["RecordedDecisions", "RecordedLlm", "RecordedLlmError", "RecordedTools"]
+__all__ = [
+    "RecordedDecisions",
+    "RecordedLlm",
+    "RecordedLlmError",
+    "RecordedTools",
+    "ReplayedCrash",
+]
+
+
+class ReplayedCrash(BaseException):  # noqa: N818 - it is not an error: it stands for one
+    """The recorded process died during this effect; replay stops the engine here too and then
+    resumes the run, as the recorded run was resumed. A BaseException, so no handler takes it
+    for a failure of the effect."""
 
 
 class RecordedLlmError(Exception):
@@ -34,7 +46,7 @@ class RecordedLlm:
 
     def __init__(
         self,
-        outcomes: Sequence[f.LlmResponded | f.LlmFailed | LlmResponse],
+        outcomes: Sequence[f.LlmResponded | f.LlmFailed | LlmResponse | None],
         then: LlmCaller | None = None,
     ) -> None:
         self._outcomes = list(outcomes)
@@ -51,6 +63,8 @@ class RecordedLlm:
             )
         outcome = self._outcomes[self.served]
         self.served += 1
+        if outcome is None:
+            raise ReplayedCrash(f"the recorded process stopped during LLM call {self.served}")
         if isinstance(outcome, f.LlmFailed):
             raise _recorded_error(outcome)
         return outcome if isinstance(outcome, LlmResponse) else outcome.response
@@ -61,19 +75,25 @@ class RecordedLlm:
 
 class RecordedTools:
     """Tool results by call id from a recording; other calls go to `fallback` (the real tools)
-    or come back as `ERROR: NotRecorded`. `first` overrides the first call run."""
+    or come back as `ERROR: NotRecorded`. `first` overrides the first call run. A call the
+    recorded process died in stops the replay there (`interrupted`, by call id)."""
 
     def __init__(
         self,
         outcomes: dict[str, ToolOutcome],
         fallback: ToolRunner | None = None,
         first: ToolOutcome | None = None,
+        interrupted: dict[str, int] | None = None,
     ) -> None:
         self._outcomes = outcomes
+        self._interrupted = dict(interrupted or {})
         self._fallback = fallback
         self._first = first
 
     async def __call__(self, call: ToolCall) -> ToolOutcome:
+        if self._interrupted.get(call.id):
+            self._interrupted[call.id] -= 1
+            raise ReplayedCrash(f"the recorded process stopped while {call.name} ran")
         if self._first is not None:
             first, self._first = self._first, None
             return first

@@ -42,11 +42,38 @@ class Recording:
         return first
 
     @cached_property
-    def llm_outcomes(self) -> tuple[f.LlmResponded | f.LlmFailed, ...]:
-        """Every LLM call's outcome, in order."""
-        return tuple(
-            e.fact for e in self.entries if isinstance(e.fact, f.LlmResponded | f.LlmFailed)
-        )
+    def llm_outcomes(self) -> tuple[f.LlmResponded | f.LlmFailed | None, ...]:
+        """Every LLM call's outcome, in order; None for a call the process died in."""
+        outcomes: list[f.LlmResponded | f.LlmFailed | None] = []
+        for e in self.entries:
+            if isinstance(e.fact, f.LlmRequested):
+                outcomes.append(None)
+            elif isinstance(e.fact, f.LlmResponded | f.LlmFailed) and outcomes:
+                outcomes[-1] = e.fact
+        return tuple(outcomes)
+
+    @cached_property
+    def interrupted_calls(self) -> dict[str, int]:
+        """How many times each tool call was started and never finished (the process died)."""
+        open_starts: dict[str, int] = {}
+        lost: dict[str, int] = {}
+        for e in self.entries:
+            if isinstance(e.fact, f.ToolCallStarted):
+                call_id = e.fact.call.id
+                if open_starts.get(call_id):
+                    lost[call_id] = lost.get(call_id, 0) + 1
+                open_starts[call_id] = 1
+            elif isinstance(e.fact, f.ToolExecuted):
+                open_starts[e.fact.call.id] = 0
+            elif isinstance(e.fact, f.ApprovalRequested) and e.fact.reason == "outcome_unknown":
+                for call_id in e.fact.call_ids:
+                    if open_starts.get(call_id):
+                        lost[call_id] = lost.get(call_id, 0) + 1
+                        open_starts[call_id] = 0
+        for call_id, still_open in open_starts.items():
+            if still_open:
+                lost[call_id] = lost.get(call_id, 0) + 1
+        return lost
 
     @cached_property
     def tool_outcomes(self) -> dict[str, ToolOutcome]:

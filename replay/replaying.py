@@ -10,7 +10,7 @@ from agentsm._sync import run_sync
 from agentsm.trace import Trace
 from eventstore import EventStore, NewEvent, SQLiteEventStore
 
-from .effects import RecordedDecisions, RecordedLlm, RecordedTools
+from .effects import RecordedDecisions, RecordedLlm, RecordedTools, ReplayedCrash
 from .recording import Recording
 from .report import ReplayReport, first_divergence
 from .source import Builder, StoreLike, open_store, recorded_builder
@@ -70,14 +70,24 @@ def replay_run(
     scratch = SQLiteEventStore(":memory:")
     agent.llm(RecordedLlm(recording.llm_outcomes)).store(scratch).run_id(recording.run_id)
     agent.on_approval(RecordedDecisions(recording.decisions))
+    interrupted = recording.interrupted_calls
     if not execute_tools:
-        agent.tool_runner(RecordedTools(recording.tool_outcomes))
+        agent.tool_runner(RecordedTools(recording.tool_outcomes, interrupted=interrupted))
     engine = agent.build()
-    for entry in recording.entries:
-        if isinstance(entry.fact, f.RunBranched):  # re-apply each branch where it was made
-            if run_sync(engine.run_until(entry.seq - 1)) == entry.seq - 1:
-                engine.note(entry.fact)
-    _finish(engine)
+    branches = [e for e in recording.entries if isinstance(e.fact, f.RunBranched)]
+    while True:
+        try:
+            for entry in branches:  # re-apply each branch where it was made
+                if engine.seq < entry.seq and run_sync(engine.run_until(entry.seq - 1)) == (
+                    entry.seq - 1
+                ):
+                    engine.note(entry.fact)
+            _finish(engine)
+            break
+        except ReplayedCrash:  # the recorded run died here and was resumed: so is this one
+            if scratch.run(recording.run_id).last_seq >= recording.run.last_seq:
+                break  # ... or it was never resumed
+            engine = agent.attach(recording.run_id)
     replayed = Trace.load(scratch, recording.run_id).entries()
     divergence = first_divergence(recording.entries, replayed)
     return ReplayReport(recording.run_id, len(recording.entries), divergence)

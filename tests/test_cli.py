@@ -297,6 +297,8 @@ def test_sigkill_mid_tool_then_resume_asks_whether_it_took_effect(tmp_path: Path
     assert store.run("run1").status == "running"
     memory, state = AgentMemory.rebuild(store, "run1")
     assert state == State.Acting and memory.in_flight == ("pay-1",)
+    interrupted = agentsm("--db", str(db), "replay", "run1", "--builder", FACTORY, cwd=tmp_path)
+    assert interrupted.returncode == 0, interrupted.stdout  # replays up to where it died
     env = {"AGENTSM_TEST_LEDGER": str(ledger)}
     asked = agentsm("--db", str(db), "resume", "run1", "--builder", FACTORY, cwd=tmp_path, env=env)
     assert asked.returncode == 3 and "did it take effect?" in asked.stdout
@@ -313,6 +315,8 @@ def test_sigkill_mid_tool_then_resume_asks_whether_it_took_effect(tmp_path: Path
     assert memory.history[0].observation.startswith("ERROR: OutcomeUnknown:")
     facts = store.read("run1")
     assert [e.seq for e in facts] == list(range(1, len(facts) + 1))
+    replayed = agentsm("--db", str(db), "replay", "run1", "--builder", FACTORY, cwd=tmp_path)
+    assert replayed.returncode == 0, replayed.stdout  # crash and resume are replayed too
 
 
 def test_sigkill_mid_idempotent_tool_then_resume_runs_it_again(tmp_path: Path) -> None:
@@ -327,3 +331,5 @@ def test_sigkill_mid_idempotent_tool_then_resume_runs_it_again(tmp_path: Path) -
     assert started.count("bal-2") == 2  # started, interrupted, started again
     memory, state = AgentMemory.rebuild(SQLiteEventStore(db), "run1")
     assert state == State.Done and memory.in_flight == ()
+    replayed = agentsm("--db", str(db), "replay", "run1", "--builder", FACTORY, cwd=tmp_path)
+    assert replayed.returncode == 0, replayed.stdout

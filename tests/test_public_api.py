@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import agentsm
 import eventstore
+import replay
 from agentsm import (
     AgentBuilder,
     AgentConfig,
@@ -52,7 +53,10 @@ def _isort_style(name: str) -> tuple[int, str]:
 
 def test_contract_names_are_exported_and_all_is_sorted() -> None:
     assert CONTRACT <= set(agentsm.__all__)
-    for module in (agentsm, eventstore):
+    assert {"replay_run", "branch_run", "resume_run", "memory_at", "assert_replays"} <= set(
+        replay.__all__
+    )
+    for module in (agentsm, eventstore, replay):
         assert module.__all__ == sorted(module.__all__, key=_isort_style)
         for name in module.__all__:
             assert hasattr(module, name), name

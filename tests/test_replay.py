@@ -229,3 +229,38 @@ def test_replay_of_a_run_whose_recording_ran_out(tmp_path: Path) -> None:
         e.fact.event for e in Trace.load(SQLiteEventStore(db), run_id) if e.event == "Transitioned"
     }
     assert lookup.name == "lookup" and ToolOutcome.ok("x").success
+
+
+class ProcessDied(BaseException):
+    """Stands for the process being killed during an LLM call."""
+
+
+def test_a_run_that_died_in_an_llm_call_resumes_and_replays_identical(tmp_path: Path) -> None:
+    from replay.resuming import resume_run
+
+    db = tmp_path / "runs.db"
+    calls = {"n": 0}
+
+    class DiesOnce:
+        async def call(self, memory: Any, tools: Any, model: str) -> LlmResponse:
+            calls["n"] += 1
+            if calls["n"] == 2:
+                raise ProcessDied()
+            if not memory.history:
+                return LlmResponse.tool_call("lookup", {"key": "a"}, id="c1")
+            return LlmResponse.final_answer(LONG)
+
+    def agent(task: str) -> AgentBuilder:
+        return base(task, []).llm(DiesOnce())
+
+    engine = agent("dies").store(db).run_id("r").build()
+    with pytest.raises(ProcessDied):
+        engine.run()
+    store = SQLiteEventStore(db)
+    assert store.read("r")[-1].kind == "LlmRequested"  # committed before the call
+    assert replay_run(db, "r", agent).identical  # the interrupted run replays up to its end
+    assert resume_run(db, "r", agent) == LONG
+    kinds = [e.kind for e in store.read("r")]
+    assert kinds.count("LlmRequested") == 3 and kinds.count("StepStarted") == 3
+    report = replay_run(db, "r", agent)
+    assert report.identical, str(report)
