@@ -13,9 +13,16 @@ from .facts import OWNERS, Fact
 from .memory import AgentMemory, apply
 from .types import State
 
-__all__ = ["Recorder"]
+__all__ = ["Recorder", "encode_meta"]
 
 _BUILTIN = frozenset(State)
+
+
+def encode_meta(state: str, step: int, metrics: dict[str, Any] | None = None) -> str:
+    """The envelope metadata of a fact as JSON text: the state that recorded it, the step, and
+    measurements (which replay does not compare)."""
+    meta = f'{{"state": {json.dumps(str(state))}, "step": {step}'
+    return meta + (f', "metrics": {json.dumps(metrics)}}}' if metrics else "}")
 
 
 class Recorder:
@@ -46,8 +53,7 @@ class Recorder:
         if owners is not None and state in _BUILTIN and state not in owners:
             raise OwnershipViolation(state, fact.kind, owners)
         self.memory = apply(self.memory, fact)
-        meta = f'{{"state": {json.dumps(str(state))}, "step": {self.memory.step}'
-        meta += f', "metrics": {json.dumps(metrics)}}}' if metrics else "}"
+        meta = encode_meta(state, self.memory.step, metrics)
         self._pending.append(NewEvent(fact.kind, fact.model_dump_json(), meta, self.clock()))
 
     @property

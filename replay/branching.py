@@ -15,10 +15,11 @@ from agentsm import (
     ToolOutcome,
 )
 from agentsm import facts as f
+from agentsm.recorder import encode_meta
+from eventstore import EventStore, NewEvent
 
 from .effects import RecordedDecisions, RecordedLlm, RecordedTools
 from .recording import Recording
-from .replaying import copy_prefix
 from .source import Builder, StoreLike, open_store, recorded_builder
 
 __all__ = ["branch_run"]
@@ -87,3 +88,20 @@ def branch_run(
     except (AgentFailed, HumanInputRequired, EngineError):
         pass  # the branch's outcome is in its log
     return new_id
+
+
+def copy_prefix(
+    parent: Recording, target: EventStore, run_id: str, upto: int, *, parent_id: str
+) -> None:
+    """Copy a run's facts up to seq `upto`, envelopes included, into a new child run."""
+    target.create_run(
+        run_id, parent.run.task, parent_id=parent_id, branch_seq=upto, info=dict(parent.run.info)
+    )
+    events = [
+        NewEvent(
+            e.event, e.fact.model_dump_json(), encode_meta(e.state, e.step, e.metrics), e.timestamp
+        )
+        for e in parent.entries
+        if e.seq <= upto
+    ]
+    target.append(run_id, 0, events, status="running")

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import json
-
 from agentsm import AgentEngine, AgentFailed, EngineError, HumanInputRequired
 from agentsm import facts as f
 from agentsm._sync import run_sync
 from agentsm.trace import Trace
-from eventstore import EventStore, NewEvent, SQLiteEventStore
+from eventstore import SQLiteEventStore
 
 from .effects import RecordedDecisions, RecordedLlm, RecordedTools, ReplayedCrash
 from .recording import Recording
@@ -23,37 +21,6 @@ def _finish(engine: AgentEngine) -> None:
         engine.run()
     except (AgentFailed, HumanInputRequired, EngineError):
         pass  # the outcome is in the log, which is what gets compared
-
-
-def copy_prefix(
-    recording: Recording,
-    target: EventStore,
-    run_id: str,
-    upto: int,
-    *,
-    parent_id: str | None = None,
-) -> None:
-    """Copy a run's facts up to seq `upto`, envelopes included, into a new run."""
-    target.create_run(
-        run_id,
-        recording.run.task,
-        parent_id=parent_id,
-        branch_seq=upto if parent_id else None,
-        info=dict(recording.run.info),
-    )
-    events = [
-        NewEvent(e.event, e.fact.model_dump_json(), _meta(e.state, e.step, e.metrics), e.timestamp)
-        for e in recording.entries
-        if e.seq <= upto
-    ]
-    target.append(run_id, 0, events, status="running")
-
-
-def _meta(state: str, step: int, metrics: dict[str, object]) -> str:
-    meta: dict[str, object] = {"state": state, "step": step}
-    if metrics:
-        meta["metrics"] = metrics
-    return json.dumps(meta)
 
 
 def replay_run(
