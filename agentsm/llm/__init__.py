@@ -1,6 +1,57 @@
-"""LLM callers: the `LlmCaller` protocol and the scripted `MockLlmCaller`."""
+"""LLM callers: the `LlmCaller` protocol, the scripted `MockLlmCaller`, and the provider
+callers `OpenAiCaller` and `AnthropicCaller` (imported on first use: their SDKs load then)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 from .base import LlmCaller, emit_text
+from .errors import (
+    AuthenticationFailed,
+    BadRequest,
+    ContextOverflow,
+    MalformedResponse,
+    NetworkError,
+    Overloaded,
+    ProviderError,
+    RateLimited,
+    ServerError,
+)
 from .mock import LlmScriptExhausted, MockCall, MockLlmCaller
+from .retry import RetryPolicy
 
-__all__ = ["LlmCaller", "LlmScriptExhausted", "MockCall", "MockLlmCaller", "emit_text"]
+if TYPE_CHECKING:
+    from .anthropic import AnthropicCaller
+    from .openai import OpenAiCaller
+
+__all__ = [
+    "AnthropicCaller",
+    "AuthenticationFailed",
+    "BadRequest",
+    "ContextOverflow",
+    "LlmCaller",
+    "LlmScriptExhausted",
+    "MalformedResponse",
+    "MockCall",
+    "MockLlmCaller",
+    "NetworkError",
+    "OpenAiCaller",
+    "Overloaded",
+    "ProviderError",
+    "RateLimited",
+    "RetryPolicy",
+    "ServerError",
+    "emit_text",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "OpenAiCaller":
+        from .openai import OpenAiCaller
+
+        return OpenAiCaller
+    if name == "AnthropicCaller":
+        from .anthropic import AnthropicCaller
+
+        return AnthropicCaller
+    raise AttributeError(f"module 'agentsm.llm' has no attribute {name!r}")

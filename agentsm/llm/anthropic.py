@@ -1,0 +1,225 @@
+"""AnthropicCaller: the Anthropic Messages API through the official `anthropic` SDK, with
+native `tool_use` / `tool_result` blocks, parallel tool calls and streaming."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+from ..types import LlmResponse, TokenUsage, ToolCall
+from ._common import env_key, parse_arguments, require_key_now, tool_call
+from .base import emit_text
+from .errors import ProviderError, classify
+from .retry import RetryPolicy
+
+if TYPE_CHECKING:
+    from ..memory import AgentMemory
+    from ..tools import ToolRegistry
+
+__all__ = ["DEFAULT_ANTHROPIC_MODEL", "AnthropicCaller"]
+
+DEFAULT_ANTHROPIC_MODEL = "claude-sonnet-4-6"
+"""Used when the agent's model string is empty and $ANTHROPIC_MODEL is not set."""
+
+
+def anthropic_messages(memory: AgentMemory) -> tuple[str | None, list[dict[str, Any]]]:
+    """The system prompt and `memory.build_messages()` as Messages API turns: tool calls as
+    `tool_use` blocks, a turn's results as `tool_result` blocks in one user message, and
+    consecutive user content merged so that roles alternate."""
+    system: str | None = None
+    turns: list[dict[str, Any]] = []
+
+    def add(role: str, blocks: list[dict[str, Any]]) -> None:
+        if turns and turns[-1]["role"] == role:
+            turns[-1]["content"].extend(blocks)
+        else:
+            turns.append({"role": role, "content": blocks})
+
+    for m in memory.build_messages():
+        if m["role"] == "system":
+            system = m["content"]
+        elif m["role"] == "assistant":
+            blocks: list[dict[str, Any]] = []
+            if m.get("content"):
+                blocks.append({"type": "text", "text": m["content"]})
+            blocks.extend(
+                {"type": "tool_use", "id": c["id"], "name": c["name"], "input": c["arguments"]}
+                for c in m.get("tool_calls") or []
+            )
+            add("assistant", blocks)
+        elif m["role"] == "tool":
+            result: dict[str, Any] = {
+                "type": "tool_result",
+                "tool_use_id": m["tool_call_id"],
+                "content": m["content"],
+            }
+            if m.get("is_error"):
+                result["is_error"] = True
+            add("user", [result])
+        else:
+            add("user", [{"type": "text", "text": m["content"]}])
+    return system, turns
+
+
+def anthropic_tools(tools: ToolRegistry) -> list[dict[str, Any]]:
+    """The registry's schemas as Messages API tools."""
+    return [
+        {"name": s.name, "description": s.description, "input_schema": s.input_schema}
+        for s in tools.schemas()
+    ]
+
+
+def _usage(raw: Any, into: dict[str, int]) -> None:
+    if raw is None:
+        return
+    for field, name in (
+        ("input_tokens", "input_tokens"),
+        ("output_tokens", "output_tokens"),
+        ("cache_read_input_tokens", "cache_read_tokens"),
+        ("cache_creation_input_tokens", "cache_write_tokens"),
+    ):
+        value = getattr(raw, field, None)
+        if value:
+            into[name] = int(value)
+
+
+class AnthropicCaller:
+    """An `LlmCaller` for the Anthropic Messages API (or a proxy/test server at `base_url`).
+
+    `api_key` defaults to $ANTHROPIC_API_KEY. `stream=True` passes text to `engine.stream()` as
+    it arrives. Retries (rate limits with retry-after, 529 overload, 5xx, network) come from
+    `max_retries`; `timeout` is per request, in seconds; `max_tokens` is required by the API.
+    """
+
+    provider = "Anthropic"
+    key_env = "ANTHROPIC_API_KEY"
+
+    def __init__(
+        self,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        stream: bool = False,
+        max_retries: int = 3,
+        timeout: float = 60.0,
+        default_model: str | None = None,
+        max_tokens: int = 4096,
+        retry: RetryPolicy | None = None,
+    ) -> None:
+        self._api_key = api_key
+        self.base_url = base_url
+        self.stream = stream
+        self.timeout = timeout
+        self.default_model = (
+            default_model or os.environ.get("ANTHROPIC_MODEL") or DEFAULT_ANTHROPIC_MODEL
+        )
+        self.max_tokens = max_tokens
+        self.retry = retry or RetryPolicy(max_retries=max_retries)
+        self._client: Any = None
+
+    @classmethod
+    def from_env(cls, **kwargs: Any) -> AnthropicCaller:
+        """A caller whose key must be in $ANTHROPIC_API_KEY now (BuildError otherwise)."""
+        return cls(api_key=require_key_now(kwargs.pop("api_key", None), cls.key_env), **kwargs)
+
+    def _sdk(self) -> Any:
+        if self._client is None:
+            import anthropic
+
+            key = env_key(self._api_key, self.key_env, required=True)
+            self._client = anthropic.AsyncAnthropic(
+                api_key=key, base_url=self.base_url, max_retries=0, timeout=self.timeout
+            )
+        return self._client
+
+    def _classify(self, error: BaseException) -> ProviderError:
+        return classify(
+            error, self.provider, self.key_env, self._api_key, os.environ.get(self.key_env)
+        )
+
+    async def call(self, memory: AgentMemory, tools: ToolRegistry, model: str) -> LlmResponse:
+        system, messages = anthropic_messages(memory)
+        request: dict[str, Any] = {
+            "model": model or self.default_model,
+            "max_tokens": self.max_tokens,
+            "messages": messages,
+        }
+        if system:
+            request["system"] = system
+        if len(tools):
+            request["tools"] = anthropic_tools(tools)
+        once = self._streamed if self.stream else self._plain
+        return await self.retry.run(lambda: once(request), self._classify)
+
+    async def _plain(self, request: dict[str, Any]) -> LlmResponse:
+        message = await self._sdk().messages.create(**request)
+        text: list[str] = []
+        calls: list[ToolCall] = []
+        seen: set[str] = set()
+        for block in getattr(message, "content", None) or []:
+            kind = getattr(block, "type", None)
+            if kind == "text":
+                text.append(block.text)
+            elif kind == "tool_use":
+                args = parse_arguments(getattr(block, "input", None), block.name)
+                calls.append(tool_call(block.name, args, getattr(block, "id", None), seen))
+        usage: dict[str, int] = {}
+        _usage(getattr(message, "usage", None), usage)
+        return self._response(calls, "".join(text), getattr(message, "stop_reason", None), usage)
+
+    async def _streamed(self, request: dict[str, Any]) -> LlmResponse:
+        stream = await self._sdk().messages.create(**request, stream=True)
+        blocks: dict[int, dict[str, Any]] = {}
+        usage: dict[str, int] = {}
+        stop: str | None = None
+        async for event in stream:
+            kind = getattr(event, "type", None)
+            if kind == "message_start":
+                _usage(getattr(event.message, "usage", None), usage)
+            elif kind == "content_block_start":
+                block = event.content_block
+                blocks[event.index] = {
+                    "type": getattr(block, "type", None),
+                    "text": getattr(block, "text", "") or "",
+                    "id": getattr(block, "id", None),
+                    "name": getattr(block, "name", None),
+                    "json": "",
+                }
+            elif kind == "content_block_delta":
+                part = blocks.setdefault(event.index, {"type": "text", "text": "", "json": ""})
+                delta = event.delta
+                if getattr(delta, "type", None) == "text_delta":
+                    part["text"] += delta.text
+                    emit_text(delta.text)
+                elif getattr(delta, "type", None) == "input_json_delta":
+                    part["json"] += delta.partial_json or ""
+            elif kind == "message_delta":
+                stop = getattr(event.delta, "stop_reason", None) or stop
+                _usage(getattr(event, "usage", None), usage)
+        text = "".join(b["text"] for _, b in sorted(blocks.items()) if b["type"] == "text")
+        seen: set[str] = set()
+        calls = [
+            tool_call(b["name"], parse_arguments(b["json"], b["name"]), b["id"], seen)
+            for _, b in sorted(blocks.items())
+            if b["type"] == "tool_use"
+        ]
+        return self._response(calls, text, stop, usage)
+
+    @staticmethod
+    def _response(
+        calls: list[ToolCall], text: str, stop: str | None, usage: dict[str, int]
+    ) -> LlmResponse:
+        tokens = TokenUsage(**usage) if usage else None
+        if calls:
+            return LlmResponse(
+                calls=tuple(calls), content=text.strip() or None, usage=tokens, stop_reason=stop
+            )
+        return LlmResponse(content=text, usage=tokens, stop_reason=stop)
+
+    def __repr__(self) -> str:
+        where = self.base_url or "api.anthropic.com"
+        key = "set" if (self._api_key or os.environ.get(self.key_env)) else "missing"
+        return (
+            f"AnthropicCaller(base_url={where!r}, default_model={self.default_model!r}, "
+            f"stream={self.stream}, api_key={key})"
+        )

@@ -1,0 +1,225 @@
+"""OpenAiCaller: OpenAI Chat Completions and any OpenAI-compatible server (vLLM, Ollama, Groq,
+Together, ...), through the official `openai` SDK, with native and parallel tool calling."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import TYPE_CHECKING, Any
+
+from ..types import LlmResponse, TokenUsage, ToolCall
+from ._common import env_key, parse_arguments, require_key_now, tool_call
+from .base import emit_text
+from .errors import MalformedResponse, ProviderError, classify
+from .retry import RetryPolicy
+
+if TYPE_CHECKING:
+    from ..memory import AgentMemory
+    from ..tools import ToolRegistry
+
+__all__ = ["DEFAULT_OPENAI_MODEL", "OpenAiCaller"]
+
+DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
+"""Used when the agent's model string is empty and $OPENAI_MODEL is not set."""
+
+
+def openai_messages(memory: AgentMemory) -> list[dict[str, Any]]:
+    """`memory.build_messages()` as Chat Completions messages (tool_calls + tool messages)."""
+    out: list[dict[str, Any]] = []
+    for m in memory.build_messages():
+        if m["role"] == "assistant":
+            msg: dict[str, Any] = {"role": "assistant", "content": m.get("content")}
+            if m.get("tool_calls"):
+                msg["tool_calls"] = [
+                    {
+                        "id": c["id"],
+                        "type": "function",
+                        "function": {"name": c["name"], "arguments": json.dumps(c["arguments"])},
+                    }
+                    for c in m["tool_calls"]
+                ]
+            out.append(msg)
+        elif m["role"] == "tool":
+            out.append({"role": "tool", "tool_call_id": m["tool_call_id"], "content": m["content"]})
+        else:
+            out.append({"role": m["role"], "content": m["content"]})
+    return out
+
+
+def openai_tools(tools: ToolRegistry) -> list[dict[str, Any]]:
+    """The registry's schemas as Chat Completions function tools."""
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": s.name,
+                "description": s.description,
+                "parameters": s.input_schema,
+            },
+        }
+        for s in tools.schemas()
+    ]
+
+
+def _usage(raw: Any) -> TokenUsage | None:
+    if raw is None:
+        return None
+    details = getattr(raw, "prompt_tokens_details", None)
+    return TokenUsage(
+        input_tokens=getattr(raw, "prompt_tokens", 0) or 0,
+        output_tokens=getattr(raw, "completion_tokens", 0) or 0,
+        cache_read_tokens=(getattr(details, "cached_tokens", 0) or 0) if details else 0,
+    )
+
+
+def _stop(finish_reason: str | None) -> str | None:
+    return "max_tokens" if finish_reason == "length" else finish_reason
+
+
+class OpenAiCaller:
+    """An `LlmCaller` for OpenAI and OpenAI-compatible servers.
+
+    `api_key` defaults to $OPENAI_API_KEY (needed for api.openai.com; a `base_url` server may
+    take any key). `stream=True` passes text to `engine.stream()` as it arrives. Retries (own
+    policy: rate limits with retry-after, 5xx, network) come from `max_retries`; `timeout` is
+    per request, in seconds.
+    """
+
+    provider = "OpenAI"
+    key_env = "OPENAI_API_KEY"
+
+    def __init__(
+        self,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        stream: bool = False,
+        max_retries: int = 3,
+        timeout: float = 60.0,
+        default_model: str | None = None,
+        max_tokens: int | None = None,
+        retry: RetryPolicy | None = None,
+    ) -> None:
+        self._api_key = api_key
+        self.base_url = base_url
+        self.stream = stream
+        self.timeout = timeout
+        self.default_model = default_model or os.environ.get("OPENAI_MODEL") or DEFAULT_OPENAI_MODEL
+        self.max_tokens = max_tokens
+        self.retry = retry or RetryPolicy(max_retries=max_retries)
+        self._client: Any = None
+
+    @classmethod
+    def from_env(cls, **kwargs: Any) -> OpenAiCaller:
+        """A caller whose key must be in $OPENAI_API_KEY now (BuildError otherwise)."""
+        return cls(api_key=require_key_now(kwargs.pop("api_key", None), cls.key_env), **kwargs)
+
+    def _sdk(self) -> Any:
+        if self._client is None:
+            import openai
+
+            key = env_key(self._api_key, self.key_env, required=self.base_url is None)
+            self._client = openai.AsyncOpenAI(
+                api_key=key or "not-needed",
+                base_url=self.base_url,
+                max_retries=0,
+                timeout=self.timeout,
+            )
+        return self._client
+
+    def _classify(self, error: BaseException) -> ProviderError:
+        return classify(
+            error, self.provider, self.key_env, self._api_key, os.environ.get(self.key_env)
+        )
+
+    async def call(self, memory: AgentMemory, tools: ToolRegistry, model: str) -> LlmResponse:
+        request: dict[str, Any] = {
+            "model": model or self.default_model,
+            "messages": openai_messages(memory),
+        }
+        if len(tools):
+            request["tools"] = openai_tools(tools)
+        if self.max_tokens is not None:
+            request["max_tokens"] = self.max_tokens
+        once = self._streamed if self.stream else self._plain
+        return await self.retry.run(lambda: once(request), self._classify)
+
+    async def _plain(self, request: dict[str, Any]) -> LlmResponse:
+        completion = await self._sdk().chat.completions.create(**request)
+        choices = getattr(completion, "choices", None) or []
+        if not choices:
+            raise MalformedResponse("OpenAI API answered without choices")
+        message = choices[0].message
+        seen: set[str] = set()
+        calls = [
+            tool_call(
+                tc.function.name,
+                parse_arguments(tc.function.arguments, tc.function.name),
+                getattr(tc, "id", None),
+                seen,
+            )
+            for tc in (getattr(message, "tool_calls", None) or [])
+        ]
+        return self._response(
+            calls,
+            message.content,
+            choices[0].finish_reason,
+            _usage(getattr(completion, "usage", None)),
+        )
+
+    async def _streamed(self, request: dict[str, Any]) -> LlmResponse:
+        stream = await self._sdk().chat.completions.create(
+            **request, stream=True, stream_options={"include_usage": True}
+        )
+        text: list[str] = []
+        parts: dict[int, dict[str, Any]] = {}
+        finish: str | None = None
+        usage: TokenUsage | None = None
+        async for chunk in stream:
+            if getattr(chunk, "usage", None) is not None:
+                usage = _usage(chunk.usage)
+            for choice in getattr(chunk, "choices", None) or []:
+                delta = choice.delta
+                if getattr(delta, "content", None):
+                    text.append(delta.content)
+                    emit_text(delta.content)
+                for tc in getattr(delta, "tool_calls", None) or []:
+                    index = tc.index if getattr(tc, "index", None) is not None else len(parts)
+                    part = parts.setdefault(index, {"id": None, "name": "", "arguments": ""})
+                    if getattr(tc, "id", None):
+                        part["id"] = part["id"] or tc.id
+                    function = getattr(tc, "function", None)
+                    if function is not None:
+                        if getattr(function, "name", None):
+                            part["name"] = part["name"] or function.name
+                        arguments = getattr(function, "arguments", None)
+                        if isinstance(arguments, dict):
+                            part["arguments"] = arguments
+                        elif arguments:
+                            part["arguments"] += arguments
+                if getattr(choice, "finish_reason", None):
+                    finish = choice.finish_reason
+        seen: set[str] = set()
+        calls = [
+            tool_call(p["name"], parse_arguments(p["arguments"], p["name"]), p["id"], seen)
+            for _, p in sorted(parts.items())
+        ]
+        return self._response(calls, "".join(text) or None, finish, usage)
+
+    @staticmethod
+    def _response(
+        calls: list[ToolCall], content: str | None, finish: str | None, usage: TokenUsage | None
+    ) -> LlmResponse:
+        if calls:
+            return LlmResponse(
+                calls=tuple(calls), content=content or None, usage=usage, stop_reason=_stop(finish)
+            )
+        return LlmResponse(content=content or "", usage=usage, stop_reason=_stop(finish))
+
+    def __repr__(self) -> str:
+        where = self.base_url or "api.openai.com"
+        key = "set" if (self._api_key or os.environ.get(self.key_env)) else "missing"
+        return (
+            f"OpenAiCaller(base_url={where!r}, default_model={self.default_model!r}, "
+            f"stream={self.stream}, api_key={key})"
+        )

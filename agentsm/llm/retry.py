@@ -1,0 +1,50 @@
+"""Retrying provider calls: exponential backoff with full jitter, honouring retry-after."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from .errors import ProviderError
+
+__all__ = ["RetryPolicy"]
+
+T = TypeVar("T")
+
+
+@dataclass
+class RetryPolicy:
+    """How often and how long to wait: attempt n waits a random time up to
+    `base_delay * 2**n` (at most `max_delay`), or what the server's retry-after says."""
+
+    max_retries: int = 3
+    base_delay: float = 0.5
+    max_delay: float = 30.0
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+    rng: random.Random = field(default_factory=random.Random)
+
+    def delay(self, attempt: int, error: ProviderError) -> float:
+        """Seconds to wait before retry number `attempt` (0-based)."""
+        if error.retry_after is not None:
+            return min(error.retry_after, max(self.max_delay, error.retry_after))
+        return self.rng.uniform(0, min(self.max_delay, self.base_delay * 2**attempt))
+
+    async def run(
+        self, call: Callable[[], Awaitable[T]], classify: Callable[[BaseException], ProviderError]
+    ) -> T:
+        """`call()`, retried while its failures are retryable and attempts are left."""
+        attempt = 0
+        while True:
+            try:
+                return await call()
+            except Exception as raw:
+                error = classify(raw)
+                if not error.retryable or attempt >= self.max_retries:
+                    if error is raw:
+                        raise
+                    raise error from None
+                await self.sleep(self.delay(attempt, error))
+                attempt += 1
