@@ -386,3 +386,27 @@ def test_model_comes_from_the_agent_or_the_documented_default() -> None:
             short
         ).build().run()
     assert [r["json"]["model"] for r in server.requests] == ["my-model", "fallback"]
+
+
+def test_network_errors_are_retried_then_reported() -> None:
+    import socket
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    sleeps: list[float] = []
+
+    async def no_wait(seconds: float) -> None:
+        sleeps.append(seconds)
+
+    c = OpenAiCaller(
+        base_url=f"http://127.0.0.1:{port}/v1",
+        api_key="x",
+        timeout=5,
+        retry=RetryPolicy(max_retries=2, sleep=no_wait),
+    )
+    from agentsm.llm.errors import NetworkError
+
+    with pytest.raises(NetworkError, match="could not be reached"):
+        call(c, "hi")
+    assert len(sleeps) == 2
