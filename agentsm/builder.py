@@ -141,6 +141,11 @@ class AgentBuilder:
             raise BuildError(f"tool() takes a @tool function or (name, ...), not {name_or_tool!r}")
         return self
 
+    @property
+    def tools(self) -> ToolRegistry:
+        """The tools registered so far."""
+        return self._tools
+
     def blacklist_tool(self, name: str) -> AgentBuilder:
         """Forbid a tool: calls to it are refused and the refusal is shown to the LLM."""
         self._blacklist.append(name)

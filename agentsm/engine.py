@@ -79,6 +79,7 @@ class AgentEngine:
         self._tool_runner = tool_runner or self.run_tool
         self._run_info = run_info or {}
         self._recorder = Recorder(store, self.run_id, initial_memory(definition), 0, clock)
+        self._observers: list[Callable[[int, str, f.Fact, AgentMemory], None]] = []
         self._state: str = State.Idle
         self._transitions = 0
         self._created = False
@@ -117,6 +118,7 @@ class AgentEngine:
         )
         memory, state = fold_with_state(facts)
         engine._recorder = Recorder(store, run_id, memory, stored[-1].seq, clock)
+        engine._recorder.observers = engine._observers
         engine._state = state
         engine._transitions = sum(isinstance(x, f.Transitioned) for x in facts)
         engine._created = True
@@ -135,6 +137,11 @@ class AgentEngine:
         """The sequence number of the last committed fact."""
         return self._recorder.seq
 
+    @property
+    def finished(self) -> bool:
+        """True once the run reached Done or Error and recorded its closing fact."""
+        return self._closed
+
     def current_state(self) -> str:
         """The state the run is in (a `State` for the built-in ones)."""
         return self._state
@@ -144,6 +151,12 @@ class AgentEngine:
         if not self._created:
             return Trace(self.run_id, [])
         return Trace.load(self.store, self.run_id)
+
+    def observe(self, callback: Callable[[int, str, f.Fact, AgentMemory], None]) -> None:
+        """Call `callback(seq, state, fact, memory)` after every fact this engine records, with
+        the memory right after it (for invariant checks and live views; not for decisions)."""
+        self._observers.append(callback)
+        self._recorder.observers = self._observers
 
     def note(self, fact: f.Fact) -> None:
         """Record and commit a fact from outside the handlers (a branch's changes, a human's

@@ -46,6 +46,7 @@ class Recorder:
         self.seq = seq
         self.clock = clock
         self._pending: list[NewEvent] = []
+        self.observers: list[Callable[[int, str, Fact, AgentMemory], None]] = []
 
     def record(self, fact: Fact, state: str, metrics: dict[str, Any] | None = None) -> None:
         """Apply `fact` to memory and buffer it for the next commit."""
@@ -55,6 +56,8 @@ class Recorder:
         self.memory = apply(self.memory, fact)
         meta = encode_meta(state, self.memory.step, metrics)
         self._pending.append(NewEvent(fact.kind, fact.model_dump_json(), meta, self.clock()))
+        for observer in self.observers:
+            observer(self.seq + len(self._pending), state, fact, self.memory)
 
     @property
     def pending(self) -> int:

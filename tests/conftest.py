@@ -22,8 +22,11 @@ from agentsm import (
 from agentsm.facts import Fact, RunStarted
 from agentsm.memory import initial_memory
 from agentsm.recorder import Recorder
+from agentsm.testing import load_profile
 from agentsm.trace import Trace
 from eventstore import SQLiteEventStore
+
+load_profile()  # $AGENTSM_HYPOTHESIS_PROFILE: agentsm-fast (default) or agentsm-thorough
 
 
 @pytest.fixture(autouse=True)

@@ -1,0 +1,40 @@
+"""agentsm.testing: check transition tables and property-test agents with hypothesis.
+
+check_table(table, handlers=None)        static graph checks, a readable report
+agent_runs(builder=make_agent)           finished runs of the real engine, randomly driven
+AgentMachine.for_builder(make_agent)     hypothesis stateful testing of a live engine
+"""
+
+from .checks import Problem, TableReport, check_table
+from .machine import AgentMachine
+from .profiles import PROFILE_ENV, load_profile
+from .runs import AgentRun, Observation
+from .strategies import (
+    ToolBehaviour,
+    agent_runs,
+    approval_decisions,
+    configs,
+    llm_responses,
+    llm_scripts,
+    run_inputs,
+    tool_behaviours,
+)
+
+__all__ = [
+    "PROFILE_ENV",
+    "AgentMachine",
+    "AgentRun",
+    "Observation",
+    "Problem",
+    "TableReport",
+    "ToolBehaviour",
+    "agent_runs",
+    "approval_decisions",
+    "check_table",
+    "configs",
+    "llm_responses",
+    "llm_scripts",
+    "load_profile",
+    "run_inputs",
+    "tool_behaviours",
+]

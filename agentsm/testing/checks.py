@@ -1,0 +1,147 @@
+"""Static checks of a transition table against its handlers, with a report naming each problem."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from ..states import AgentState, default_handlers
+from ..types import TERMINAL_STATES, State, as_state
+
+__all__ = ["Problem", "TableReport", "check_table"]
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with a table: what kind, the states and events involved, and why."""
+
+    kind: str
+    states: tuple[str, ...]
+    events: tuple[str, ...]
+    message: str
+
+    def __str__(self) -> str:
+        return f"[{self.kind}] {self.message}"
+
+
+@dataclass(frozen=True)
+class TableReport:
+    """The outcome of `check_table`: `ok` when no problem was found."""
+
+    problems: tuple[Problem, ...] = field(default_factory=tuple)
+    rows: int = 0
+    states: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+    def __str__(self) -> str:
+        if self.ok:
+            return f"table ok: {self.rows} rows, {len(self.states)} states, no problems"
+        lines = [f"table has {len(self.problems)} problem(s) ({self.rows} rows):"]
+        lines.extend(f"  - {p}" for p in self.problems)
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return f"TableReport(ok={self.ok}, problems={len(self.problems)})"
+
+
+def _rows(table: Mapping[tuple[str, str], str]) -> dict[tuple[str, str], str]:
+    return {(as_state(str(s)), str(e)): as_state(str(t)) for (s, e), t in table.items()}
+
+
+def check_table(
+    table: Mapping[tuple[str, str], str],
+    handlers: Mapping[str, AgentState] | None = None,
+) -> TableReport:
+    """Check a table (a TransitionTable or any mapping of rows) against handlers (by default
+    the built-in ones, plus any given): every non-terminal state is reachable from Idle, every
+    state can reach Done or Error, no row leaves a terminal state, every state has a handler,
+    and every event a handler declares in `emits` has a row from its state."""
+    rows = _rows(table)
+    known = {**default_handlers(), **{as_state(k): v for k, v in (handlers or {}).items()}}
+    states: set[str] = {State.Idle, *(s for s, _ in rows), *rows.values()}
+    problems: list[Problem] = []
+
+    for (src, event), dst in sorted(rows.items()):
+        if src in TERMINAL_STATES:
+            problems.append(
+                Problem(
+                    "leaves-terminal",
+                    (src, dst),
+                    (event,),
+                    f"row ({src}, {event}) -> {dst} leaves the terminal state {src}; terminal "
+                    "states end the run and must have no outgoing rows",
+                )
+            )
+
+    reachable: set[str] = {State.Idle}
+    frontier: list[str] = [State.Idle]
+    while frontier:
+        here = frontier.pop()
+        for (src, _), dst in rows.items():
+            if src == here and dst not in reachable:
+                reachable.add(dst)
+                frontier.append(dst)
+    for state in sorted(states - reachable - set(TERMINAL_STATES)):
+        problems.append(
+            Problem(
+                "unreachable",
+                (state,),
+                (),
+                f"state {state} cannot be reached from Idle: no chain of rows leads to it",
+            )
+        )
+
+    can_end: set[str] = set(TERMINAL_STATES)
+    changed = True
+    while changed:
+        changed = False
+        for (src, _), dst in rows.items():
+            if dst in can_end and src not in can_end:
+                can_end.add(src)
+                changed = True
+    for state in sorted(states - can_end):
+        leaving = sorted(e for (s, e) in rows if s == state)
+        how = f"its rows ({', '.join(leaving)}) only lead" if leaving else "it has no rows and"
+        problems.append(
+            Problem(
+                "dead-end",
+                (state,),
+                tuple(leaving),
+                f"state {state} can never reach Done or Error: {how} into states that cannot end "
+                "the run; a run entering it would be stuck until the safety cap",
+            )
+        )
+
+    for state in sorted(states):
+        handler = known.get(state)
+        if handler is None:
+            problems.append(
+                Problem(
+                    "no-handler",
+                    (state,),
+                    (),
+                    f"state {state} has no handler; register one with AgentBuilder.handler"
+                    f"({state!r}, ...)",
+                )
+            )
+            continue
+        if state in TERMINAL_STATES:
+            continue
+        accepted = {e for (s, e) in rows if s == state}
+        for event in sorted(set(getattr(handler, "emits", frozenset())) - accepted):
+            problems.append(
+                Problem(
+                    "missing-row",
+                    (state,),
+                    (event,),
+                    f"the handler of {state} can return {event}, but the table has no row "
+                    f"({state}, {event}); the run would stop with InvalidTransition",
+                )
+            )
+    return TableReport(tuple(problems), len(rows), tuple(sorted(states)))

@@ -1,0 +1,230 @@
+"""agentsm.testing on our own engine: static checks, generated runs, stateful testing, and
+planted mistakes that the kit must catch and report clearly."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+
+from agentsm import AgentBuilder, Event, RunContext, State, build_transition_table
+from agentsm import facts as f
+from agentsm import memory as memory_module
+from agentsm.memory import AgentMemory
+from agentsm.states import ObservingState
+from agentsm.testing import (
+    AgentMachine,
+    AgentRun,
+    ToolBehaviour,
+    agent_runs,
+    check_table,
+    llm_scripts,
+    load_profile,
+)
+from agentsm.testing.strategies import _default_agent
+
+from .scenarios import base
+
+HUNT = settings(
+    max_examples=300, deadline=None, suppress_health_check=list(HealthCheck), database=None
+)
+
+
+# -- static checks ----------------------------------------------------------------------------
+
+
+def test_default_table_passes() -> None:
+    report = check_table(build_transition_table())
+    assert report.ok and str(report) == "table ok: 25 rows, 9 states, no problems"
+
+
+class VerifyingState:
+    """A custom state between Observing and Planning: checks the last observation."""
+
+    name = "Verifying"
+    emits = frozenset({"Verified", "Doubtful"})
+
+    async def handle(self, ctx: RunContext) -> str:
+        last = ctx.memory.history[-1] if ctx.memory.history else None
+        return "Verified" if last is None or last.success else "Doubtful"
+
+
+def verifying_table() -> Any:
+    return (
+        build_transition_table()
+        .without_rows(("Observing", "Continue"))
+        .with_rows(
+            {
+                ("Observing", "Continue"): "Verifying",
+                ("Verifying", "Verified"): "Planning",
+                ("Verifying", "Doubtful"): "Planning",
+            }
+        )
+    )
+
+
+def verifying_agent(task: str) -> AgentBuilder:
+    return (
+        _default_agent(task).transitions(verifying_table()).handler("Verifying", VerifyingState())
+    )
+
+
+def test_custom_table_with_a_verifying_state_passes() -> None:
+    report = check_table(verifying_table(), {"Verifying": VerifyingState()})
+    assert report.ok, str(report)
+
+
+def test_a_dead_end_state_is_reported() -> None:
+    table = verifying_table().without_rows(("Verifying", "Verified"), ("Verifying", "Doubtful"))
+    table = table.with_rows({("Verifying", "Verified"): "Verifying"})
+    report = check_table(table, {"Verifying": VerifyingState()})
+    assert not report.ok
+    dead = [p for p in report.problems if p.kind == "dead-end"]
+    assert [p.states for p in dead] == [("Verifying",)]
+    assert "state Verifying can never reach Done or Error" in str(report)
+    missing = [p for p in report.problems if p.kind == "missing-row"]
+    assert [(p.states, p.events) for p in missing] == [(("Verifying",), ("Doubtful",))]
+
+
+def test_a_missing_row_for_a_handler_event_is_reported() -> None:
+    table = build_transition_table().without_rows(("Planning", "BudgetExceeded"))
+    report = check_table(table)
+    assert [str(p) for p in report.problems] == [
+        "[missing-row] the handler of Planning can return BudgetExceeded, but the table has no "
+        "row (Planning, BudgetExceeded); the run would stop with InvalidTransition"
+    ]
+
+
+def test_unreachable_states_handlers_and_terminal_rows_are_reported() -> None:
+    rows = dict(build_transition_table())
+    rows[("Done", "Start")] = "Planning"
+    rows[("Auditing", "Audited")] = "Done"
+    report = check_table(rows)
+    kinds = {p.kind: p for p in report.problems}
+    assert set(kinds) == {"leaves-terminal", "unreachable", "no-handler"}
+    assert "Auditing cannot be reached from Idle" in str(kinds["unreachable"])
+    assert "AgentBuilder.handler('Auditing', ...)" in str(kinds["no-handler"])
+
+
+# -- generated runs ---------------------------------------------------------------------------
+
+
+@given(agent_runs())
+def test_generated_runs_of_the_default_agent_keep_every_invariant(run: AgentRun) -> None:
+    run.assert_invariants()
+
+
+@given(agent_runs(builder=verifying_agent))
+def test_generated_runs_of_a_custom_table_keep_every_invariant(run: AgentRun) -> None:
+    run.assert_invariants()
+
+
+@given(agent_runs(builder=lambda task: base(task, [])))
+def test_generated_runs_of_a_user_agent_keep_every_invariant(run: AgentRun) -> None:
+    run.assert_invariants()
+
+
+@given(llm_scripts(["lookup"]))
+def test_scripts_use_the_tools_they_are_given(script: list[Any]) -> None:
+    names = {c.name for r in script if hasattr(r, "calls") for c in r.calls}
+    assert names <= {"lookup", "no_such_tool"}
+
+
+TestDefaultAgentMachine = AgentMachine.for_builder(_default_agent).TestCase
+TestDefaultAgentMachine.settings = settings(
+    max_examples=10,
+    stateful_step_count=12,
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+)
+
+
+# -- planted mistakes -------------------------------------------------------------------------
+
+
+def test_a_handler_that_records_a_fact_it_does_not_own_is_caught() -> None:
+    class SneakyObserving(ObservingState):
+        async def handle(self, ctx: RunContext) -> str:
+            ctx.record(f.FinalAnswerProduced(content="decided while observing"))
+            return await super().handle(ctx)
+
+    def sneaky(task: str) -> AgentBuilder:
+        return _default_agent(task).handler(State.Observing, SneakyObserving())
+
+    @settings(HUNT, phases=[Phase.explicit, Phase.generate])  # found at once: no need to shrink
+    @given(agent_runs(builder=sneaky))
+    def prop(run: AgentRun) -> None:
+        run.assert_invariants()
+
+    with pytest.raises(AssertionError) as info:
+        prop()
+    assert "Observing recorded FinalAnswerProduced, which only Planning may record" in str(
+        info.value
+    )
+
+
+def test_a_reducer_that_drops_a_field_is_caught_and_shrunk() -> None:
+    real = memory_module._reduce.dispatch(f.LlmResponded)
+
+    def forgetful(fact: f.LlmResponded, memory: AgentMemory) -> AgentMemory:
+        kept = memory.model_dump(exclude={"history"})  # the planted bug: history is dropped
+        return real(fact, AgentMemory.model_validate(kept))
+
+    quick = st.sampled_from([ToolBehaviour("success", "ok"), ToolBehaviour("exception", "x")])
+
+    @HUNT
+    @given(agent_runs(behaviours=quick, max_script=6))
+    def prop(run: AgentRun) -> None:
+        run.assert_invariants()
+
+    memory_module._reduce.register(f.LlmResponded)(forgetful)
+    try:
+        with pytest.raises(AssertionError) as info:
+            prop()
+        message = str(info.value)
+        source = message.split("reproduce with:\n", 1)[1]
+        namespace: dict[str, Any] = {}
+        with pytest.raises(AssertionError, match="history shrank"):
+            exec(source, namespace)  # the printed Python reproduces the failure
+    finally:
+        memory_module._reduce.register(f.LlmResponded)(real)
+    assert "history shrank or changed outside Reflecting" in message
+    assert source.startswith("from agentsm import") and "run_inputs(" in source
+    script = source.split("script=[", 1)[1].split("    ],", 1)[0]
+    assert script.count("LlmResponse") <= 3  # shrunk: a tool call, then another LLM call
+    exec(source.replace("run.assert_invariants()", "run.assert_invariants()\nok = True"), namespace)
+    assert namespace["ok"]  # and passes once the bug is gone
+
+
+def test_profiles_are_chosen_by_an_environment_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AGENTSM_HYPOTHESIS_PROFILE", "agentsm-thorough")
+    assert load_profile() == "agentsm-thorough"
+    assert settings.default.max_examples == 1000
+    monkeypatch.setenv("AGENTSM_HYPOTHESIS_PROFILE", "agentsm-fast")
+    assert load_profile() == "agentsm-fast" and settings.default.max_examples == 25
+    load_profile(os.environ.get("AGENTSM_HYPOTHESIS_PROFILE_SAVED", "agentsm-fast"))
+
+
+def test_replay_property_catches_nondeterminism() -> None:
+    from agentsm.testing import run_inputs
+    from agentsm.types import AgentConfig, LlmResponse
+
+    calls = iter(range(100))
+
+    class Flaky(ObservingState):
+        async def handle(self, ctx: RunContext) -> str:
+            return Event.NeedsReflection if next(calls) % 2 else Event.Continue
+
+    run = run_inputs(
+        [LlmResponse.tool_call("ping", {}), LlmResponse.final_answer("A complete answer here.")],
+        AgentConfig(),
+        {},
+        [],
+        None,
+        builder=lambda t: _default_agent(t).handler("Observing", Flaky()),
+    )
+    assert any("does not replay identical" in p for p in run.violations())
+    assert st  # hypothesis strategies are importable next to the kit
