@@ -273,6 +273,54 @@ def cmd_import(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_graph(args: argparse.Namespace) -> int:
+    from agentsm import build_transition_table
+    from agentsm.pictures import path_of, save, state_diagram, to_mermaid
+
+    builder = _builder(args)
+    path = None
+    title = "transition table"
+    task = "graph"
+    if args.run:
+        recording = Recording.load(_store(args), args.run)
+        path = path_of(e.fact for e in recording.entries)
+        title = f"run {recording.run_id}: the path it took"
+        task = recording.definition.task
+    table = builder(task).build().table if builder is not None else build_transition_table()
+    if not args.out or args.out.endswith((".mmd", ".md")):
+        text = to_mermaid(table, path)
+        if args.out:
+            Path(args.out).write_text(text + "\n")
+            print(f"wrote {args.out}")
+        else:
+            print(text)
+        return 0
+    print(f"wrote {save(state_diagram(table, path, title), args.out)}")
+    return 0
+
+
+def cmd_timeline(args: argparse.Namespace) -> int:
+    from agentsm.pictures import save, timeline
+
+    recording = Recording.load(_store(args), args.run)
+    title = f"run {recording.run_id}: {recording.run.task[:60]}"
+    print(f"wrote {save(timeline(list(recording.entries), title), args.out)}")
+    return 0
+
+
+def cmd_family(args: argparse.Namespace) -> int:
+    from agentsm.pictures import family_tree, save
+
+    store = _store(args)
+    run_id = resolve_run(store, args.run)
+    labels = {}
+    for r in store.runs():
+        memory, _ = fold_with_state(e.fact for e in Recording.load(store, r.run_id).entries)
+        labels[r.run_id] = memory.final_answer or memory.error or ""
+    print(f"wrote {save(family_tree(store, run_id, labels), args.out)}")
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(args.db, out)
 
@@ -389,6 +437,31 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--note", default="", help="a note recorded with the decision")
         if name == "modify":
             p.add_argument("--args", required=True, help="the replacement arguments as JSON")
+    graph = add(
+        "graph",
+        cmd_graph,
+        "the transition table as a state diagram, with a run's path (Mermaid text, or .svg/.png)",
+        "agentsm graph 3f2a --out run.svg",
+    )
+    graph.add_argument("run", nargs="?", help="highlight the path this run took")
+    graph.add_argument("--out", help="file to write: .svg or .png (image), .mmd (Mermaid)")
+    builder_option(graph)
+    tl = add(
+        "timeline",
+        cmd_timeline,
+        "a run's timeline: states, tool calls, tokens, durations",
+        "agentsm timeline 3f2a --out run.png",
+    )
+    tl.add_argument("run")
+    tl.add_argument("--out", required=True, help="file to write: .svg or .png")
+    fam = add(
+        "family",
+        cmd_family,
+        "a run's branch family as a tree",
+        "agentsm family 3f2a --out family.png",
+    )
+    fam.add_argument("run")
+    fam.add_argument("--out", required=True, help="file to write: .svg or .png")
     exp = add("export", cmd_export, "write a run as JSON lines", "agentsm export 3f2a > run.jsonl")
     exp.add_argument("run")
     imp = add(

@@ -1,0 +1,17 @@
+"""Pictures of machines and runs: the state diagram (Mermaid or an image, with a run's path),
+a run's timeline, and a branch family tree. Images need matplotlib (`agentsm[pictures]`)."""
+
+from ._mpl import save
+from .diagram import path_of, state_diagram, to_mermaid
+from .family import family_of, family_tree
+from .timeline import timeline
+
+__all__ = [
+    "family_of",
+    "family_tree",
+    "path_of",
+    "save",
+    "state_diagram",
+    "timeline",
+    "to_mermaid",
+]

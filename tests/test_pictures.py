@@ -1,0 +1,79 @@
+"""Pictures from the library and the CLI: diagram (Mermaid, SVG, PNG), timeline, family."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agentsm import BuildError, LlmResponse, build_transition_table
+from agentsm.pictures import (
+    family_of,
+    family_tree,
+    path_of,
+    save,
+    state_diagram,
+    timeline,
+    to_mermaid,
+)
+from replay import branch_run
+from replay.demo import demo_agent
+
+from .test_cli import agentsm, ok
+
+
+def demo_run(tmp_path: Path) -> tuple[object, str]:
+    engine = demo_agent().store(tmp_path / "runs.db").build()
+    engine.run()
+    return engine, engine.run_id
+
+
+def test_mermaid_marks_the_path_of_a_run(tmp_path: Path) -> None:
+    engine, _ = demo_run(tmp_path)
+    path = path_of(engine.trace().facts())  # type: ignore[attr-defined]
+    assert path[("Observing", "Continue", "Planning")] == 3
+    assert path[("Planning", "LlmParallelToolCalls", "ParallelActing")] == 1
+    text = to_mermaid(build_transition_table(), path)
+    assert "Observing --> Planning: Continue ×3" in text
+    assert "Planning --> Reflecting: LowConfidence\n" in text  # not taken: no count
+    assert (
+        text.splitlines()[-1]
+        == "    class Acting,Done,Idle,Observing,ParallelActing,Planning visited"
+    )
+    assert to_mermaid(build_transition_table()) == build_transition_table().to_mermaid()
+
+
+def test_images_are_written_as_svg_and_png(tmp_path: Path) -> None:
+    engine, run_id = demo_run(tmp_path)
+    facts = engine.trace().facts()  # type: ignore[attr-defined]
+    svg = save(state_diagram(build_transition_table(), path_of(facts), "demo"), tmp_path / "g.svg")
+    assert svg.read_text().lstrip().startswith("<?xml") and "ParallelActing" in svg.read_text()
+    png = save(timeline(engine.trace().entries()), tmp_path / "t.png")  # type: ignore[attr-defined]
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+    store = engine.store  # type: ignore[attr-defined]
+    child = branch_run(
+        store, run_id, at=26, llm_response=LlmResponse.final_answer("Paris, briefly.")
+    )
+    grandchild = branch_run(store, child, at=20, llm_response=LlmResponse.final_answer("Paris!!"))
+    family = [(r.run_id, depth) for r, depth in family_of(store, grandchild)]
+    assert family == [(run_id, 0), (child, 1), (grandchild, 2)]
+    tree = save(family_tree(store, child), tmp_path / "family.svg")
+    assert child in tree.read_text() and "at seq 24" in tree.read_text()
+    with pytest.raises(BuildError, match="use a .svg or .png"):
+        save(timeline([]), tmp_path / "t.gif")
+
+
+def test_picture_commands(tmp_path: Path) -> None:
+    ok(agentsm("demo", cwd=tmp_path))
+    db = ["--db", "agentsm-demo.db"]
+    run_id = ok(agentsm(*db, "runs", cwd=tmp_path)).splitlines()[1].split()[0]
+    assert ok(agentsm(*db, "graph", cwd=tmp_path)).startswith("stateDiagram-v2")
+    assert "wrote run.svg" in ok(agentsm(*db, "graph", run_id, "--out", "run.svg", cwd=tmp_path))
+    assert (tmp_path / "run.svg").read_text().count("Planning") >= 1
+    ok(agentsm(*db, "graph", run_id, "--out", "run.mmd", cwd=tmp_path))
+    assert "Continue ×3" in (tmp_path / "run.mmd").read_text()
+    ok(agentsm(*db, "timeline", run_id, "--out", "run.png", cwd=tmp_path))
+    assert (tmp_path / "run.png").read_bytes()[:4] == b"\x89PNG"
+    ok(agentsm(*db, "family", run_id, "--out", "family.png", cwd=tmp_path))
+    bad = agentsm(*db, "timeline", run_id, "--out", "run.jpg", cwd=tmp_path)
+    assert bad.returncode == 2 and "use a .svg or .png" in bad.stderr
