@@ -1,0 +1,573 @@
+"""Write the notebooks and execute them top to bottom, saving their outputs.
+
+    python notebooks/make_notebooks.py          # needs: pip install -e '.[notebooks]'
+
+Each notebook runs in a scratch directory (its databases do not land in the repository); the
+executed notebooks, outputs included, are written next to this script.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+
+HERE = Path(__file__).resolve().parent
+
+
+def md(text: str) -> nbformat.NotebookNode:
+    return nbformat.v4.new_markdown_cell(text.strip())
+
+
+def code(text: str) -> nbformat.NotebookNode:
+    return nbformat.v4.new_code_cell(text.strip())
+
+
+QUICKSTART = [
+    md("""
+# 1. Quickstart: an agent as an event-sourced state machine
+
+Build an agent with tools on the scripted mock LLM, run it, read its trace, and rebuild its
+memory from the SQLite log: memory is never stored, it is the fold of the recorded facts.
+"""),
+    code("""
+%matplotlib inline
+from agentsm import AgentBuilder, AgentMemory, LlmResponse, MockLlmCaller, State, ToolCall, tool
+from eventstore import SQLiteEventStore
+
+
+@tool
+def search(query: str) -> str:
+    \"\"\"Search a tiny offline encyclopedia.\"\"\"
+    facts = {"capital of france": "Paris is the capital of France.",
+             "population of paris": "About 2,102,650 people live in Paris.",
+             "area of paris": "Paris covers 105.4 km²."}
+    return facts.get(query.lower(), f"No results for {query!r}.")
+
+
+@tool
+def divide(a: float, b: float) -> float:
+    \"\"\"Divide a by b.\"\"\"
+    return round(a / b, 1)
+
+
+llm = MockLlmCaller([
+    LlmResponse.tool_call("search", {"query": "capital of France"}),
+    LlmResponse.tool_calls([ToolCall(name="search", args={"query": "population of Paris"}),
+                            ToolCall(name="search", args={"query": "area of Paris"})]),
+    LlmResponse.tool_call("divide", {"a": 2102650, "b": 105.4}),
+    LlmResponse.final_answer("Paris is the capital; about 19,949 people live on each km²."),
+])
+engine = (
+    AgentBuilder("What is the capital of France, and how dense is it?")
+    .system_prompt("You are a careful research assistant.")
+    .llm(llm).tool(search).tool(divide)
+    .store("quickstart.db")
+    .build()
+)
+print(engine.run())
+print(engine.current_state(), "after", engine.memory.step, "steps")
+"""),
+    md("Every fact of the run, in order. Each one names what happened, in the past tense:"),
+    code("engine.trace().print()"),
+    md("The memory at the end is a frozen value; its history is what the LLM sees next time:"),
+    code("""
+for entry in engine.memory.history:
+    print(entry.step, entry.tool.name, entry.tool.args, "->", entry.observation)
+engine.memory.build_messages()[:4]
+"""),
+    md("""
+Open the database file again, as another process would, and fold the log. The rebuilt memory
+equals the engine's, field for field:
+"""),
+    code("""
+memory, state = AgentMemory.rebuild(SQLiteEventStore("quickstart.db"), engine.run_id)
+print(state, memory == engine.memory)
+"""),
+    md("The machine itself, with the path this run took through it:"),
+    code("""
+from agentsm.pictures import path_of, state_diagram
+
+state_diagram(engine.table, path_of(engine.trace().facts()), title="the quickstart run")
+"""),
+]
+
+RECORD_REPLAY = [
+    md("""
+# 2. Record and replay
+
+Record several runs into one database, replay them against their recordings, change a prompt
+and a handler and see exactly where the runs diverge, and turn a recorded run into a test.
+"""),
+    code("""
+from agentsm import AgentBuilder, LlmResponse, tool
+from replay import assert_replays, replay_run
+
+
+class PolicyLlm:
+    \"\"\"A deterministic stand-in for a model: looks the city up, then answers.\"\"\"
+
+    async def call(self, memory, tools, model):
+        if not memory.history:
+            return LlmResponse.tool_call("weather", {"city": memory.task.split()[-1].strip("?")})
+        return LlmResponse.final_answer(f"Forecast: {memory.history[-1].observation[9:]}.")
+
+
+@tool
+def weather(city: str) -> str:
+    \"\"\"Today's weather in a city.\"\"\"
+    return {"Oslo": "3°C and snowing", "Rome": "18°C, clear"}.get(city, "unknown city")
+
+
+def make_agent(task: str) -> AgentBuilder:
+    return AgentBuilder(task).system_prompt("Answer with the forecast.").llm(PolicyLlm()).tool(weather)
+
+
+run_ids = []
+for task in ["What is the weather in Oslo?", "What is the weather in Rome?", "What is the weather in Lima?"]:
+    engine = make_agent(task).store("weather.db").build()
+    print(engine.run())
+    run_ids.append(engine.run_id)
+"""),
+    md(
+        "Replay serves each run's recorded LLM responses and tool results to the current agent and compares every fact:"
+    ),
+    code("""
+for run_id in run_ids:
+    print(replay_run("weather.db", run_id, builder=make_agent))
+"""),
+    md(
+        "A changed prompt word is reported at the first fact it changes (`RunStarted` records the prompt):"
+    ),
+    code("""
+report = replay_run("weather.db", run_ids[0], builder=lambda t: make_agent(t).system_prompt("Answer briefly."))
+print(report)
+"""),
+    md(
+        "A changed handler: this Observing handler asks for reflection after every step. The divergence names the transition where the behaviour changed:"
+    ),
+    code("""
+from agentsm import Event
+from agentsm.states import ObservingState
+
+
+class ReflectAlways(ObservingState):
+    async def handle(self, ctx):
+        await super().handle(ctx)
+        return Event.NeedsReflection
+
+
+report = replay_run("weather.db", run_ids[1], builder=lambda t: make_agent(t).handler("Observing", ReflectAlways()))
+print(report.divergence.headline())
+print(report.divergence.diff)
+"""),
+    md("""
+Recorded runs as regression tests: `assert_replays` raises with the divergence report.
+In a test module:
+
+```python
+def test_recorded_weather_runs():
+    for run in SQLiteEventStore("weather.db").runs():
+        assert_replays("weather.db", run.run_id, make_agent)
+```
+
+and for a whole corpus from the shell: `agentsm --db weather.db replay --all --builder myagent:make_agent`.
+"""),
+    code("""
+for run_id in run_ids:
+    assert_replays("weather.db", run_id, make_agent)
+print("all recorded runs replay identical")
+"""),
+]
+
+TIME_TRAVEL = [
+    md("""
+# 3. Time travel and branching
+
+Look at a run's memory at any point, branch the run at a point with another LLM answer, and
+compare the branches: facts, tokens, outcome.
+"""),
+    code("""
+%matplotlib inline
+from agentsm import LlmResponse, TokenUsage
+from replay import branch_run, diff_runs, memory_at
+from replay.demo import demo_agent
+
+engine = demo_agent().store("branches.db").build()
+engine.run()
+run_id = engine.run_id
+for seq in (6, 20, 29, 45):
+    memory, state = memory_at("branches.db", run_id, seq=seq)
+    print(f"seq {seq:>2}: {state:<15} step={memory.step} history={len(memory.history)} "
+          f"tokens={memory.total_usage.total_tokens} answer={memory.final_answer!r:.40}")
+"""),
+    md(
+        "At seq 27 the LLM called a blacklisted tool. Branch just before that answer with another one:"
+    ),
+    code("""
+short = branch_run("branches.db", run_id, at=26, llm_response=LlmResponse.final_answer(
+    "Paris is the capital; about 2.1 million people live on its 105.4 km².",
+    usage=TokenUsage(input_tokens=640, output_tokens=30)))
+print(diff_runs(engine.store, run_id, short))
+"""),
+    md("A second branch, earlier, where the population search returns something else:"),
+    code("""
+other = branch_run("branches.db", run_id, at=17, tool_result="About 11 million people live in greater Paris.",
+                   builder=demo_agent)
+print(diff_runs(engine.store, run_id, other))
+"""),
+    md("The family, and where each branch parted:"),
+    code("""
+from agentsm.pictures import family_tree
+
+family_tree(engine.store, run_id, {short: "answered early", other: "another population figure"})
+"""),
+    md(
+        "And the original run's timeline: the state at every fact, tool calls, tokens per LLM call, durations:"
+    ),
+    code("""
+from agentsm.pictures import timeline
+
+timeline(engine.trace().entries(), title="the demo run")
+"""),
+]
+
+PROPERTY = [
+    md("""
+# 4. Property-based testing of a custom machine
+
+Add a `Verifying` state between Observing and Planning, check the table statically, then let
+hypothesis drive the real engine through random LLM behaviour, tool outcomes and configs. Then
+plant a bug and watch the kit catch and shrink it.
+"""),
+    code("""
+from agentsm import build_transition_table
+from agentsm.testing import check_table
+
+
+class VerifyingState:
+    name = "Verifying"
+    emits = frozenset({"Verified", "Doubtful"})
+
+    async def handle(self, ctx):
+        last = ctx.memory.history[-1] if ctx.memory.history else None
+        return "Verified" if last is None or last.success else "Doubtful"
+
+
+table = (build_transition_table()
+         .without_rows(("Observing", "Continue"))
+         .with_rows({("Observing", "Continue"): "Verifying",
+                     ("Verifying", "Verified"): "Planning",
+                     ("Verifying", "Doubtful"): "Planning"}))
+print(check_table(table, {"Verifying": VerifyingState()}))
+"""),
+    md(
+        "A mistake: `Doubtful` loops back into `Verifying` instead of going on. The report names it:"
+    ),
+    code("""
+broken = table.with_rows({("Verifying", "Doubtful"): "Verifying"}).without_rows(("Verifying", "Verified"))
+print(check_table(broken, {"Verifying": VerifyingState()}))
+"""),
+    md("Generated runs of the real engine, each checked against every invariant:"),
+    code("""
+from hypothesis import HealthCheck, given, settings
+from agentsm.testing import agent_runs
+from agentsm.testing.strategies import _default_agent
+
+
+def make_agent(task):
+    return _default_agent(task).transitions(table).handler("Verifying", VerifyingState())
+
+
+seen = []
+
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+@given(agent_runs(builder=make_agent))
+def test_verifying_agent(run):
+    seen.append(run.outcome)
+    run.assert_invariants()
+
+test_verifying_agent()
+print({outcome: seen.count(outcome) for outcome in set(seen)})
+"""),
+    md(
+        "Now plant a bug: a reducer that drops the history whenever the LLM answers. Hypothesis finds a failing run and shrinks it to a minimal script, printed as Python to paste into a test:"
+    ),
+    code("""
+from hypothesis import strategies as st
+from agentsm import facts as f, memory as memory_module
+from agentsm.memory import AgentMemory
+from agentsm.testing import ToolBehaviour
+
+real = memory_module._reduce.dispatch(f.LlmResponded)
+memory_module._reduce.register(f.LlmResponded)(
+    lambda fact, memory: real(fact, AgentMemory.model_validate(memory.model_dump(exclude={"history"}))))
+
+quick = st.sampled_from([ToolBehaviour("success", "ok"), ToolBehaviour("exception", "x")])
+
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+@given(agent_runs(behaviours=quick, max_script=6))
+def test_with_the_bug(run):
+    run.assert_invariants()
+
+try:
+    test_with_the_bug()
+except AssertionError as error:
+    print(error)
+finally:
+    memory_module._reduce.register(f.LlmResponded)(real)
+"""),
+]
+
+HUMAN = [
+    md("""
+# 5. Human in the loop, across processes
+
+A run needs approval for a payment. With no one to ask, it stops in `WaitingForHuman` and the
+process ends. Later, someone approves with other arguments; a new process resumes the run from
+the log.
+"""),
+    code("""
+from pathlib import Path
+
+_ = Path("payments_agent.py").write_text('''
+from agentsm import AgentBuilder, LlmResponse, tool
+
+
+class PolicyLlm:
+    async def call(self, memory, tools, model):
+        if not memory.history:
+            return LlmResponse.tool_call("pay", {"amount": 500, "to": "bob"})
+        return LlmResponse.final_answer("Done: " + memory.history[-1].observation)
+
+
+@tool
+def pay(amount: int, to: str) -> str:
+    \"\"\"Pay someone.\"\"\"
+    return f"paid {amount} to {to}"
+
+
+def make_agent(task):
+    return AgentBuilder(task).llm(PolicyLlm()).tool(pay).require_approval("pay")
+''')
+"""),
+    md("Process 1 runs the agent, which stops waiting for a decision; the process exits:"),
+    code("""
+import subprocess, sys
+
+script = '''
+from agentsm import HumanInputRequired
+from payments_agent import make_agent
+engine = make_agent("Pay bob for the bikes").store("payments.db").run_id("pay-1").build()
+try:
+    engine.run()
+except HumanInputRequired as e:
+    print("waiting:", e.requests[0].call.name, e.requests[0].call.args)
+'''
+print(subprocess.run([sys.executable, "-c", script], capture_output=True, text=True).stdout)
+"""),
+    code("""
+from eventstore import SQLiteEventStore
+from replay import decide, pending_requests, resume_run
+
+print(SQLiteEventStore("payments.db").run("pay-1").status)
+print(pending_requests("payments.db", "pay-1"))
+"""),
+    md(
+        "A human decides (here from Python; from a shell: `agentsm --db payments.db modify pay-1 --args '{...}'`):"
+    ),
+    code("""
+decide("payments.db", "pay-1", "modified", args={"amount": 50, "to": "bob"}, note="capped")
+"""),
+    md("Process 2 resumes the run from the log:"),
+    code("""
+script = '''
+from payments_agent import make_agent
+from replay import resume_run
+print(resume_run("payments.db", "pay-1", make_agent))
+'''
+print(subprocess.run([sys.executable, "-c", script], capture_output=True, text=True).stdout)
+"""),
+    code("""
+from agentsm.trace import Trace
+
+for entry in Trace.load(SQLiteEventStore("payments.db"), "pay-1"):
+    if entry.event in ("ApprovalRequested", "HumanDecided", "ToolExecuted", "Transitioned"):
+        print(entry.seq, entry.state, entry.event, entry.data)
+"""),
+]
+
+PROVIDERS = [
+    md("""
+# 6. Providers: OpenAI-compatible and Anthropic, streaming
+
+The real `OpenAiCaller` and `AnthropicCaller`, on the official SDKs, talking HTTP to a small
+local server that speaks each provider's wire format (offline). The last cell shows how to use
+a real key instead.
+"""),
+    code("""
+import json, threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+def sse(chunks):
+    return "".join(f"data: {json.dumps(c)}\\n\\n" for c in chunks) + "data: [DONE]\\n\\n"
+
+
+def chunk(delta, finish=None):
+    return {"id": "c1", "object": "chat.completion.chunk", "created": 0, "model": "local",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+
+class FakeProvider(BaseHTTPRequestHandler):
+    \"\"\"OpenAI chat completions (streamed) and Anthropic messages, scripted on the conversation.\"\"\"
+
+    def log_message(self, *args):
+        pass
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+        answered = any(m["role"] == "tool" for m in body["messages"]) or any(
+            isinstance(m["content"], list) and any(b.get("type") == "tool_result" for b in m["content"])
+            for m in body["messages"])
+        if self.path.endswith("/chat/completions"):
+            if answered:
+                words = ["It ", "is ", "sunny ", "in ", "Lisbon, ", "22°C."]
+                out = [chunk({"role": "assistant", "content": w}) for w in words] + [chunk({}, "stop")]
+            else:
+                out = [chunk({"role": "assistant", "tool_calls": [{"index": 0, "id": "call_1", "type": "function",
+                              "function": {"name": "weather", "arguments": ""}}]}),
+                       chunk({"tool_calls": [{"index": 0, "function": {"arguments": '{"city": '}}]}),
+                       chunk({"tool_calls": [{"index": 0, "function": {"arguments": '"Lisbon"}'}}]}),
+                       chunk({}, "tool_calls")]
+            payload, kind = sse(out).encode(), "text/event-stream"
+        else:
+            content = ([{"type": "text", "text": "Sunny in Lisbon, 22°C."}] if answered else
+                       [{"type": "tool_use", "id": "toolu_1", "name": "weather", "input": {"city": "Lisbon"}}])
+            payload = json.dumps({"id": "msg_1", "type": "message", "role": "assistant", "model": body["model"],
+                                  "content": content, "stop_reason": "end_turn" if answered else "tool_use",
+                                  "usage": {"input_tokens": 120, "output_tokens": 20}}).encode()
+            kind = "application/json"
+        self.send_response(200)
+        self.send_header("content-type", kind)
+        self.send_header("content-length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+
+server = ThreadingHTTPServer(("127.0.0.1", 0), FakeProvider)
+threading.Thread(target=server.serve_forever, daemon=True).start()
+base = f"http://127.0.0.1:{server.server_address[1]}"
+print("local provider at", base)
+"""),
+    md(
+        "An OpenAI-compatible endpoint (as vLLM or Ollama would be), streaming: text arrives in pieces, tool-call argument fragments are assembled into one call:"
+    ),
+    code("""
+import asyncio
+from agentsm import AgentBuilder, AgentConfig, TextDelta, ToolFinished, tool
+from agentsm.llm import AnthropicCaller, OpenAiCaller
+
+
+@tool
+def weather(city: str) -> str:
+    \"\"\"Today's weather in a city.\"\"\"
+    return f"{city}: 22°C, sunny"
+
+
+def agent(llm):
+    return (AgentBuilder("How is the weather in Lisbon?").llm(llm).tool(weather)
+            .config(AgentConfig(min_answer_length=5)).model("local-model").build())
+
+
+async def show(engine):
+    async for out in engine.stream():
+        if isinstance(out, TextDelta):
+            print(out.text, end="|", flush=True)
+        elif isinstance(out, ToolFinished):
+            print(f"[{out.call.name}({out.call.args}) -> {out.observation}]")
+    print()
+
+
+engine = agent(OpenAiCaller(base_url=base + "/v1", api_key="local", stream=True))
+await show(engine)
+print(engine.memory.history[0].tool)
+"""),
+    md(
+        "The same agent on the Anthropic caller (native `tool_use` / `tool_result` blocks; usage recorded):"
+    ),
+    code("""
+engine = agent(AnthropicCaller(base_url=base, api_key="local"))
+print(await engine.arun(), engine.memory.total_usage)
+"""),
+    md("""
+With a real key, nothing else changes (not run here: no network):
+
+```python
+import os
+llm = OpenAiCaller(stream=True) if os.environ.get("OPENAI_API_KEY") else AnthropicCaller.from_env()
+engine = AgentBuilder("How is the weather in Lisbon?").llm(llm).tool(weather).model("gpt-4o-mini").build()
+print(engine.run())
+```
+"""),
+    code("server.shutdown()"),
+]
+
+NOTEBOOKS = {
+    "01_quickstart.ipynb": QUICKSTART,
+    "02_record_and_replay.ipynb": RECORD_REPLAY,
+    "03_time_travel_and_branching.ipynb": TIME_TRAVEL,
+    "04_property_testing.ipynb": PROPERTY,
+    "05_human_in_the_loop.ipynb": HUMAN,
+    "06_providers.ipynb": PROVIDERS,
+}
+
+
+def build(name: str) -> nbformat.NotebookNode:
+    nb = nbformat.v4.new_notebook()
+    nb.cells = NOTEBOOKS[name]
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    nb.metadata["language_info"] = {"name": "python"}
+    return nb
+
+
+def execute(nb: nbformat.NotebookNode, cwd: Path, timeout: int = 120) -> nbformat.NotebookNode:
+    """Run a notebook top to bottom in `cwd`; raises on the first failing cell."""
+    NotebookClient(
+        nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(cwd)}}
+    ).execute()
+    return nb
+
+
+def main(names: list[str]) -> None:
+    for name in names or list(NOTEBOOKS):
+        with tempfile.TemporaryDirectory() as tmp:
+            nb = execute(build(name), Path(tmp))
+        nbformat.write(nb, HERE / name)
+        print(f"executed and wrote notebooks/{name}")
+    if True:  # a picture for the README, drawn by the library
+        from agentsm import build_transition_table
+        from agentsm.pictures import path_of, save, state_diagram
+        from replay.demo import demo_agent
+
+        engine = demo_agent().build()
+        engine.run()
+        save(
+            state_diagram(
+                build_transition_table(),
+                path_of(engine.trace().facts()),
+                "the demo run's path through the default table",
+            ),
+            HERE / "images" / "demo-path.png",
+        )
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
