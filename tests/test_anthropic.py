@@ -19,7 +19,12 @@ from agentsm import (
     ToolRegistry,
 )
 from agentsm.llm import AnthropicCaller, RetryPolicy
-from agentsm.llm.errors import AuthenticationFailed, BadRequest, Overloaded, RateLimited
+from agentsm.llm.errors import (
+    AuthenticationFailed,
+    BadRequest,
+    Overloaded,
+    RateLimited,
+)
 from agentsm.types import HistoryEntry, ToolCall
 
 from .loopback import LoopbackProvider
@@ -239,6 +244,12 @@ def test_errors_retries_and_overload() -> None:
         server.serve_fixture("anthropic/17_error_404_model_not_found")
         with pytest.raises(BadRequest, match="Check the model name"):
             call(caller(server), AgentMemory(task="hi"))
+        too_long = "prompt is too long: 210000 tokens > 200000 maximum"
+        server.serve(
+            400, {"type": "error", "error": {"type": "invalid_request_error", "message": too_long}}
+        )
+        with pytest.raises(ContextOverflow, match="^context length exceeded: prompt is too long"):
+            call(caller(server), AgentMemory(task="hi"))
         overloaded = {
             "type": "error",
             "error": {"type": "overloaded_error", "message": "Overloaded"},
@@ -247,7 +258,7 @@ def test_errors_retries_and_overload() -> None:
         server.serve(529, overloaded)
         with pytest.raises(Overloaded):
             call(caller(server, max_retries=1), AgentMemory(task="hi"))
-        assert len(server.requests) == 5
+        assert len(server.requests) == 6
 
 
 def test_rate_limited_stream_request_retries_then_streams() -> None:

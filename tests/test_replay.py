@@ -19,7 +19,6 @@ from agentsm import (
     ToolOutcome,
     tool,
 )
-from agentsm.recorder import Recorder
 from agentsm.states import PlanningState
 from agentsm.trace import Trace
 from eventstore import SQLiteEventStore, UnknownRun
@@ -139,27 +138,24 @@ def test_a_tool_change_is_caught_when_tools_are_executed(tmp_path: Path) -> None
     assert "new value of ok" in report.divergence.diff
 
 
-def test_time_travel_equals_the_live_memory_at_every_seq(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    live: list[tuple[AgentMemory, str]] = []
-    original = Recorder.record
-
-    def spy(self: Recorder, fact: Any, state: str, metrics: Any = None) -> None:
-        original(self, fact, state, metrics)
-        live.append((self.memory, str(fact.to_state) if fact.kind == "Transitioned" else ""))
-
-    monkeypatch.setattr(Recorder, "record", spy)
+def test_time_travel_equals_the_live_memory_at_every_seq(tmp_path: Path) -> None:
     db = tmp_path / "runs.db"
-    run_id = record(SCENARIOS["approvals"], db)
-    monkeypatch.setattr(Recorder, "record", original)
-    assert len(live) == SQLiteEventStore(db).run(run_id).last_seq
-    state = "Idle"
-    for seq, (memory, to_state) in enumerate(live, start=1):
-        state = to_state or state
-        assert memory_at(db, run_id, seq) == (memory, state)
+    engine = SCENARIOS["approvals"]().store(db).build()
+    live: list[tuple[int, AgentMemory, str]] = []
+    state = {"now": "Idle"}
+
+    def watch(seq: int, recorded_in: str, fact: Any, memory: AgentMemory) -> None:
+        if fact.kind == "Transitioned":
+            state["now"] = fact.to_state
+        live.append((seq, memory, state["now"]))
+
+    engine.observe(watch)
+    engine.run()
+    assert [seq for seq, _, _ in live] == list(range(1, engine.seq + 1))
+    for seq, memory, now in live:
+        assert memory_at(db, engine.run_id, seq) == (memory, now)
     with pytest.raises(ValueError, match="seq 0 is not one of them"):
-        memory_at(db, run_id, 0)
+        memory_at(db, engine.run_id, 0)
 
 
 def test_branch_with_another_llm_answer_and_diff(tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ from .errors import (
     ServerError,
 )
 from .mock import LlmScriptExhausted, MockCall, MockLlmCaller
+from .provider import ProviderCaller
 from .retry import RetryPolicy
 
 if TYPE_CHECKING:
@@ -37,6 +38,7 @@ __all__ = [
     "NetworkError",
     "OpenAiCaller",
     "Overloaded",
+    "ProviderCaller",
     "ProviderError",
     "RateLimited",
     "RetryPolicy",

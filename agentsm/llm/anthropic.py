@@ -3,14 +3,12 @@ native `tool_use` / `tool_result` blocks, parallel tool calls and streaming."""
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING, Any
 
 from ..types import LlmResponse, TokenUsage, ToolCall
-from ._common import env_key, parse_arguments, require_key_now, tool_call
+from ._common import parse_arguments, tool_call
 from .base import emit_text
-from .errors import ProviderError, classify
-from .retry import RetryPolicy
+from .provider import ProviderCaller
 
 if TYPE_CHECKING:
     from ..memory import AgentMemory
@@ -83,7 +81,7 @@ def _usage(raw: Any, into: dict[str, int]) -> None:
             into[name] = int(value)
 
 
-class AnthropicCaller:
+class AnthropicCaller(ProviderCaller):
     """An `LlmCaller` for the Anthropic Messages API (or a proxy/test server at `base_url`).
 
     `api_key` defaults to $ANTHROPIC_API_KEY. `stream=True` passes text to `engine.stream()` as
@@ -93,54 +91,24 @@ class AnthropicCaller:
 
     provider = "Anthropic"
     key_env = "ANTHROPIC_API_KEY"
+    model_env = "ANTHROPIC_MODEL"
+    fallback_model = DEFAULT_ANTHROPIC_MODEL
 
-    def __init__(
-        self,
-        *,
-        api_key: str | None = None,
-        base_url: str | None = None,
-        stream: bool = False,
-        max_retries: int = 3,
-        timeout: float = 60.0,
-        default_model: str | None = None,
-        max_tokens: int = 4096,
-        retry: RetryPolicy | None = None,
-    ) -> None:
-        self._api_key = api_key
-        self.base_url = base_url
-        self.stream = stream
-        self.timeout = timeout
-        self.default_model = (
-            default_model or os.environ.get("ANTHROPIC_MODEL") or DEFAULT_ANTHROPIC_MODEL
-        )
+    def __init__(self, *, max_tokens: int = 4096, **options: Any) -> None:
+        super().__init__(**options)
         self.max_tokens = max_tokens
-        self.retry = retry or RetryPolicy(max_retries=max_retries)
-        self._client: Any = None
 
-    @classmethod
-    def from_env(cls, **kwargs: Any) -> AnthropicCaller:
-        """A caller whose key must be in $ANTHROPIC_API_KEY now (BuildError otherwise)."""
-        return cls(api_key=require_key_now(kwargs.pop("api_key", None), cls.key_env), **kwargs)
+    def _make_client(self) -> Any:
+        import anthropic
 
-    def _sdk(self) -> Any:
-        if self._client is None:
-            import anthropic
-
-            key = env_key(self._api_key, self.key_env, required=True)
-            self._client = anthropic.AsyncAnthropic(
-                api_key=key, base_url=self.base_url, max_retries=0, timeout=self.timeout
-            )
-        return self._client
-
-    def _classify(self, error: BaseException) -> ProviderError:
-        return classify(
-            error, self.provider, self.key_env, self._api_key, os.environ.get(self.key_env)
+        return anthropic.AsyncAnthropic(
+            api_key=self._key(), base_url=self.base_url, max_retries=0, timeout=self.timeout
         )
 
-    async def call(self, memory: AgentMemory, tools: ToolRegistry, model: str) -> LlmResponse:
+    def _request(self, memory: AgentMemory, tools: ToolRegistry, model: str) -> dict[str, Any]:
         system, messages = anthropic_messages(memory)
         request: dict[str, Any] = {
-            "model": model or self.default_model,
+            "model": model,
             "max_tokens": self.max_tokens,
             "messages": messages,
         }
@@ -148,8 +116,7 @@ class AnthropicCaller:
             request["system"] = system
         if len(tools):
             request["tools"] = anthropic_tools(tools)
-        once = self._streamed if self.stream else self._plain
-        return await self.retry.run(lambda: once(request), self._classify)
+        return request
 
     async def _plain(self, request: dict[str, Any]) -> LlmResponse:
         message = await self._sdk().messages.create(**request)
@@ -215,11 +182,3 @@ class AnthropicCaller:
                 calls=tuple(calls), content=text.strip() or None, usage=tokens, stop_reason=stop
             )
         return LlmResponse(content=text, usage=tokens, stop_reason=stop)
-
-    def __repr__(self) -> str:
-        where = self.base_url or "api.anthropic.com"
-        key = "set" if (self._api_key or os.environ.get(self.key_env)) else "missing"
-        return (
-            f"AnthropicCaller(base_url={where!r}, default_model={self.default_model!r}, "
-            f"stream={self.stream}, api_key={key})"
-        )

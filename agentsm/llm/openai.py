@@ -4,14 +4,13 @@ Together, ...), through the official `openai` SDK, with native and parallel tool
 from __future__ import annotations
 
 import json
-import os
 from typing import TYPE_CHECKING, Any
 
 from ..types import LlmResponse, TokenUsage, ToolCall
-from ._common import env_key, parse_arguments, require_key_now, tool_call
+from ._common import parse_arguments, tool_call
 from .base import emit_text
-from .errors import MalformedResponse, ProviderError, classify
-from .retry import RetryPolicy
+from .errors import MalformedResponse
+from .provider import ProviderCaller
 
 if TYPE_CHECKING:
     from ..memory import AgentMemory
@@ -76,73 +75,42 @@ def _stop(finish_reason: str | None) -> str | None:
     return "max_tokens" if finish_reason == "length" else finish_reason
 
 
-class OpenAiCaller:
+class OpenAiCaller(ProviderCaller):
     """An `LlmCaller` for OpenAI and OpenAI-compatible servers.
 
     `api_key` defaults to $OPENAI_API_KEY (needed for api.openai.com; a `base_url` server may
-    take any key). `stream=True` passes text to `engine.stream()` as it arrives. Retries (own
-    policy: rate limits with retry-after, 5xx, network) come from `max_retries`; `timeout` is
-    per request, in seconds.
+    take any key). `stream=True` passes text to `engine.stream()` as it arrives. Retries (rate
+    limits with retry-after, 5xx, network) come from `max_retries`; `timeout` is per request,
+    in seconds; `max_tokens` caps the answer.
     """
 
     provider = "OpenAI"
     key_env = "OPENAI_API_KEY"
+    model_env = "OPENAI_MODEL"
+    fallback_model = DEFAULT_OPENAI_MODEL
+    key_required_with_base_url = False  # a compatible server may take any key
 
-    def __init__(
-        self,
-        *,
-        api_key: str | None = None,
-        base_url: str | None = None,
-        stream: bool = False,
-        max_retries: int = 3,
-        timeout: float = 60.0,
-        default_model: str | None = None,
-        max_tokens: int | None = None,
-        retry: RetryPolicy | None = None,
-    ) -> None:
-        self._api_key = api_key
-        self.base_url = base_url
-        self.stream = stream
-        self.timeout = timeout
-        self.default_model = default_model or os.environ.get("OPENAI_MODEL") or DEFAULT_OPENAI_MODEL
+    def __init__(self, *, max_tokens: int | None = None, **options: Any) -> None:
+        super().__init__(**options)
         self.max_tokens = max_tokens
-        self.retry = retry or RetryPolicy(max_retries=max_retries)
-        self._client: Any = None
 
-    @classmethod
-    def from_env(cls, **kwargs: Any) -> OpenAiCaller:
-        """A caller whose key must be in $OPENAI_API_KEY now (BuildError otherwise)."""
-        return cls(api_key=require_key_now(kwargs.pop("api_key", None), cls.key_env), **kwargs)
+    def _make_client(self) -> Any:
+        import openai
 
-    def _sdk(self) -> Any:
-        if self._client is None:
-            import openai
-
-            key = env_key(self._api_key, self.key_env, required=self.base_url is None)
-            self._client = openai.AsyncOpenAI(
-                api_key=key or "not-needed",
-                base_url=self.base_url,
-                max_retries=0,
-                timeout=self.timeout,
-            )
-        return self._client
-
-    def _classify(self, error: BaseException) -> ProviderError:
-        return classify(
-            error, self.provider, self.key_env, self._api_key, os.environ.get(self.key_env)
+        return openai.AsyncOpenAI(
+            api_key=self._key() or "not-needed",
+            base_url=self.base_url,
+            max_retries=0,
+            timeout=self.timeout,
         )
 
-    async def call(self, memory: AgentMemory, tools: ToolRegistry, model: str) -> LlmResponse:
-        request: dict[str, Any] = {
-            "model": model or self.default_model,
-            "messages": openai_messages(memory),
-        }
+    def _request(self, memory: AgentMemory, tools: ToolRegistry, model: str) -> dict[str, Any]:
+        request: dict[str, Any] = {"model": model, "messages": openai_messages(memory)}
         if len(tools):
             request["tools"] = openai_tools(tools)
         if self.max_tokens is not None:
             request["max_tokens"] = self.max_tokens
-        once = self._streamed if self.stream else self._plain
-        return await self.retry.run(lambda: once(request), self._classify)
+        return request
 
     async def _plain(self, request: dict[str, Any]) -> LlmResponse:
         completion = await self._sdk().chat.completions.create(**request)
@@ -215,11 +183,3 @@ class OpenAiCaller:
                 calls=tuple(calls), content=content or None, usage=usage, stop_reason=_stop(finish)
             )
         return LlmResponse(content=content or "", usage=usage, stop_reason=_stop(finish))
-
-    def __repr__(self) -> str:
-        where = self.base_url or "api.openai.com"
-        key = "set" if (self._api_key or os.environ.get(self.key_env)) else "missing"
-        return (
-            f"OpenAiCaller(base_url={where!r}, default_model={self.default_model!r}, "
-            f"stream={self.stream}, api_key={key})"
-        )
