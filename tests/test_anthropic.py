@@ -22,6 +22,7 @@ from agentsm.llm import AnthropicCaller, RetryPolicy
 from agentsm.llm.errors import (
     AuthenticationFailed,
     BadRequest,
+    ContextOverflow,
     Overloaded,
     RateLimited,
 )
