@@ -10,7 +10,7 @@ import asyncio
 import inspect
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from . import facts as f
 from .facts import Decision, Fact
@@ -21,8 +21,6 @@ from .recorder import Recorder
 from .tools import ToolOutcome, ToolRegistry
 from .types import AgentConfig, ApprovalRequest, LlmResponse, ToolCall
 
-if TYPE_CHECKING:
-    pass
 
 __all__ = ["SUSPEND", "ApprovalCallback", "RunContext", "Suspend", "ToolRunner"]
 
