@@ -21,7 +21,6 @@ from .recorder import Recorder
 from .tools import ToolOutcome, ToolRegistry
 from .types import AgentConfig, ApprovalRequest, LlmResponse, ToolCall
 
-
 __all__ = ["SUSPEND", "ApprovalCallback", "RunContext", "Suspend", "ToolRunner"]
 
 ApprovalCallback = Callable[[ApprovalRequest], Any]
