@@ -227,4 +227,3 @@ def test_replay_property_catches_nondeterminism() -> None:
         builder=lambda t: _default_agent(t).handler("Observing", Flaky()),
     )
     assert any("does not replay identical" in p for p in run.violations())
-    assert st  # hypothesis strategies are importable next to the kit
