@@ -38,7 +38,8 @@ class AgentMemory(BaseModel):
     `planned_calls` are the calls Planning chose and Observing clears; `results` their outcomes;
     `rejected` the calls Planning refused, shown to the LLM until Observing commits them;
     `decisions` the human's verdicts on them; `in_flight` the calls recorded as started and not
-    (yet) as executed.
+    (yet) as executed; `refused_answers` the (answer, reason) pairs Planning did not accept,
+    shown to the LLM until Observing commits the next step.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -60,6 +61,7 @@ class AgentMemory(BaseModel):
     decisions: tuple[f.Decision, ...] = ()
     in_flight: tuple[str, ...] = ()
     rejected: tuple[HistoryEntry, ...] = ()
+    refused_answers: tuple[tuple[str, str], ...] = ()
     history: tuple[HistoryEntry, ...] = ()
     history_digest: str = ""
     final_answer: str | None = None
@@ -117,12 +119,21 @@ class AgentMemory(BaseModel):
             else:
                 turn.append(entry)
         _flush_turn(turn, messages)
+        for answer, reason in self.refused_answers:
+            messages.append({"role": "assistant", "content": answer or "(empty answer)"})
+            messages.append(
+                {
+                    "role": "user",
+                    "content": f"That answer was not accepted: {reason}. Please answer fully.",
+                }
+            )
         return messages
 
     def messages_digest(self) -> str:
         """A digest of what `build_messages()` gives, in constant time per step."""
         rejected = [e.model_dump(mode="json") for e in self.rejected]
-        return _digest([self.system_prompt, self.task, self.history_digest, rejected])
+        refused = [list(pair) for pair in self.refused_answers]
+        return _digest([self.system_prompt, self.task, self.history_digest, rejected, refused])
 
     @classmethod
     def rebuild(cls, store: EventStore, run_id: str) -> tuple[AgentMemory, str]:
@@ -194,7 +205,6 @@ for _kind in (
     f.LlmRequested,
     f.LlmFailed,
     f.ReflectionSkipped,
-    f.AnswerRejected,
     f.Transitioned,
     f.RunFinished,
     f.RunAborted,
@@ -327,6 +337,7 @@ def _(fact: f.ObservationCommitted, memory: AgentMemory) -> AgentMemory:
             "planned_text": None,
             "results": (),
             "rejected": (),
+            "refused_answers": (),
             "pending_approval": (),
             "decisions": (),
             "in_flight": (),
@@ -343,6 +354,12 @@ def _(fact: f.HistoryCompressed, memory: AgentMemory) -> AgentMemory:
             "retry_count": 0,
         }
     )
+
+
+@_reduce.register
+def _(fact: f.AnswerRejected, memory: AgentMemory) -> AgentMemory:
+    refused = (*memory.refused_answers, (fact.content, fact.reason))
+    return memory.model_copy(update={"refused_answers": refused})
 
 
 @_reduce.register

@@ -480,3 +480,21 @@ def test_slow_sync_tool_does_not_block_the_loop() -> None:
     h = Harness(tools=registry(sleepy)).given("Planning", planned(*calls, parallel=True))
     assert h.handle(ParallelActingState()) == Event.ToolSuccess
     assert len(h.memory.results) == 4
+
+
+def test_a_refused_answer_is_shown_to_the_llm_on_its_next_call() -> None:
+    llm = MockLlmCaller([LlmResponse.final_answer("Paris"), LlmResponse.final_answer(LONG)])
+    h = Harness(llm=llm)
+    assert h.handle(PlanningState()) == Event.AnswerTooShort
+    assert h.handle(PlanningState()) == Event.LlmFinalAnswer
+    second = llm.calls[1].memory.build_messages()
+    assert second[-2:] == [
+        {"role": "assistant", "content": "Paris"},
+        {
+            "role": "user",
+            "content": "That answer was not accepted: answer of 5 characters is "
+            "shorter than 20. Please answer fully.",
+        },
+    ]
+    first, again = h.facts("LlmRequested")
+    assert first.messages_digest != again.messages_digest  # the request changed
