@@ -227,11 +227,9 @@ class ToolRegistry:
             self._digest = hashlib.sha256(data.encode()).hexdigest()[:32]
         return self._digest
 
-    async def aexecute(
-        self, name: str, args: dict[str, Any], *, timeout: float | None = None
-    ) -> ToolOutcome:
-        """Run a tool; every failure comes back as an `ERROR:` outcome, never as an exception.
-        Sync tools run in a worker thread so that they neither block the loop nor each other."""
+    def refusal(self, name: str, args: Any) -> ToolOutcome | None:
+        """Why a call cannot run (an unknown tool, arguments that break its schema), as the
+        failed outcome the LLM will read; None when the call may run. Nothing is executed."""
         entry = self._tools.get(name)
         if entry is None:
             known = ", ".join(self._tools) or "none"
@@ -240,9 +238,19 @@ class ToolRegistry:
             )
         if not isinstance(args, dict):
             return ToolOutcome.failed("InvalidArguments", f"arguments must be an object: {args!r}")
-        values, problems = entry.validate(args)
-        if problems:
-            return ToolOutcome.failed("InvalidArguments", "; ".join(problems))
+        problems = entry.validate(args)[1]
+        return ToolOutcome.failed("InvalidArguments", "; ".join(problems)) if problems else None
+
+    async def aexecute(
+        self, name: str, args: dict[str, Any], *, timeout: float | None = None
+    ) -> ToolOutcome:
+        """Run a tool; every failure comes back as an `ERROR:` outcome, never as an exception.
+        Sync tools run in a worker thread so that they neither block the loop nor each other."""
+        refused = self.refusal(name, args)
+        if refused is not None:
+            return refused
+        entry = self._tools[name]
+        values = entry.validate(args)[0]
         limit = entry.timeout if entry.timeout is not None else timeout
         try:
             async with asyncio.timeout(limit):

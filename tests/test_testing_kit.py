@@ -127,6 +127,24 @@ def test_generated_runs_of_a_user_agent_keep_every_invariant(run: AgentRun) -> N
     run.assert_invariants()
 
 
+RAN: list[str] = []
+
+
+def recording_agent(task: str) -> AgentBuilder:
+    def send(args: dict[str, Any]) -> str:
+        RAN.append(str(args))  # a real effect: generated runs must never cause it
+        return "sent"
+
+    schema = {"type": "object", "properties": {"to": {"type": "string"}}}
+    return AgentBuilder(task).tool("send", "Send a message", schema, send)
+
+
+@given(agent_runs(builder=recording_agent))
+def test_generated_runs_never_run_the_users_real_tools(run: AgentRun) -> None:
+    run.assert_invariants()
+    assert RAN == []
+
+
 @given(llm_scripts(["lookup"]))
 def test_scripts_use_the_tools_they_are_given(script: list[Any]) -> None:
     names = {c.name for r in script if hasattr(r, "calls") for c in r.calls}

@@ -178,13 +178,14 @@ def _default_agent(task: str) -> AgentBuilder:
 
 
 def _runner(tools: ToolRegistry, behaviours: dict[str, ToolBehaviour], timeout: float) -> Any:
+    """Calls get the generated behaviour instead of running the user's tool; unknown tools and
+    invalid arguments are refused by the registry exactly as in a real run."""
+
     async def run(call: ToolCall) -> ToolOutcome:
-        behaviour = behaviours.get(call.name)
-        if behaviour is None or not tools.has(call.name):
-            return await tools.aexecute(call.name, call.args, timeout=timeout)
-        outcome = await tools.aexecute(call.name, call.args, timeout=timeout)
-        if not outcome.success:  # invalid arguments and the like still come from the registry
-            return outcome
+        refused = tools.refusal(call.name, call.args)
+        if refused is not None:
+            return refused
+        behaviour = behaviours.get(call.name, ToolBehaviour("success"))
         try:
             return ToolOutcome.ok(await asyncio.wait_for(_behave(behaviour), timeout))
         except TimeoutError:
@@ -240,8 +241,7 @@ def run_inputs(
     answers = iter(decisions)
     agent = configured("a generated task").llm(MockLlmCaller(list(script)))
     agent.on_approval(lambda request: next(answers, True))
-    probe = agent.build()
-    agent.tool_runner(_runner(probe.tools, dict(tools), config.tool_timeout or 0.05))
+    agent.tool_runner(_runner(agent.tools, dict(tools), config.tool_timeout or 0.05))
     engine = agent.build()
     observed, outcome, escaped = run_engine(engine)
     source = python_of(script, config, tools, decisions, budget)
