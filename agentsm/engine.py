@@ -65,7 +65,6 @@ class AgentEngine:
         run_id: str | None = None,
         clock: Callable[[], float] = time.time,
         tool_runner: ToolRunner | None = None,
-        run_info: dict[str, object] | None = None,
     ) -> None:
         self.run_id = run_id or uuid.uuid4().hex[:12]
         self.store = store
@@ -77,7 +76,6 @@ class AgentEngine:
         self.definition = definition
         self._clock = clock
         self._tool_runner = tool_runner or self.run_tool
-        self._run_info = run_info or {}
         self._recorder = Recorder(store, self.run_id, initial_memory(definition), 0, clock)
         self._observers: list[Callable[[int, str, f.Fact, AgentMemory], None]] = []
         self._state: str = State.Idle
@@ -226,9 +224,7 @@ class AgentEngine:
         )
 
     def _create(self) -> None:
-        self.store.create_run(
-            self.run_id, self.definition.task, info=dict(self._run_info), created_at=self._clock()
-        )
+        self.store.create_run(self.run_id, self.definition.task, created_at=self._clock())
         self._recorder.record(self.definition, State.Idle)
         self._recorder.flush(status="running")
         self._created = True

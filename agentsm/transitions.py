@@ -53,22 +53,6 @@ class TransitionTable(Mapping[Row, str]):
             names.update((src, dst))
         return names
 
-    def events_from(self, state: str) -> set[str]:
-        """The events a row accepts in `state`."""
-        return {ev for (src, ev) in self._rows if src == state}
-
-    def reachable(self, start: str = State.Idle) -> set[str]:
-        """States reachable from `start` through the rows."""
-        seen = {start}
-        frontier = [start]
-        while frontier:
-            here = frontier.pop()
-            for (src, _), dst in self._rows.items():
-                if src == here and dst not in seen:
-                    seen.add(dst)
-                    frontier.append(dst)
-        return seen
-
     def with_rows(self, rows: Mapping[tuple[str, str], str]) -> TransitionTable:
         """A new table: this one plus `rows` (a row for an existing pair replaces it)."""
         return TransitionTable({**self._rows, **rows})
@@ -88,14 +72,11 @@ class TransitionTable(Mapping[Row, str]):
         return len(self._rows)
 
     def to_mermaid(self) -> str:
-        """The table as a Mermaid state diagram."""
-        lines = ["stateDiagram-v2", f"    [*] --> {State.Idle}"]
-        for (src, ev), dst in self._rows.items():
-            lines.append(f"    {src} --> {dst}: {ev}")
-        for terminal in sorted(TERMINAL_STATES):
-            if terminal in self.states():
-                lines.append(f"    {terminal} --> [*]")
-        return "\n".join(lines)
+        """The table as a Mermaid state diagram (see `agentsm.pictures.to_mermaid` for a run's
+        path on it)."""
+        from .pictures.diagram import to_mermaid
+
+        return to_mermaid(self)
 
     def __repr__(self) -> str:
         return f"TransitionTable({len(self._rows)} rows, states={sorted(self.states())})"
