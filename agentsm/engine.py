@@ -34,11 +34,11 @@ from .outputs import (
 )
 from .recorder import Recorder
 from .states.base import AgentState
-from .states.waiting import approval_request
+from .states.waiting import approval_requests
 from .tools import ToolOutcome, ToolRegistry
 from .trace import Trace, decode
 from .transitions import TransitionTable
-from .types import TERMINAL_STATES, ApprovalRequest, State, ToolCall
+from .types import TERMINAL_STATES, State, ToolCall
 
 __all__ = ["AgentEngine"]
 
@@ -206,16 +206,8 @@ class AgentEngine:
         if ending == "done":
             return self.memory.final_answer or "[No answer produced]"
         if ending == "waiting":
-            raise HumanInputRequired(self.run_id, self._approval_requests())
+            raise HumanInputRequired(self.run_id, approval_requests(self.run_id, self.memory))
         raise AgentFailed(self.memory.error or "Unknown error", self.run_id)
-
-    def _approval_requests(self) -> list[ApprovalRequest]:
-        m = self.memory
-        return [
-            approval_request(self.run_id, m, c)
-            for c in m.planned_calls
-            if c.id in m.pending_approval
-        ]
 
     async def run_tool(self, call: ToolCall) -> ToolOutcome:
         """Run one call with the registry's tools (the default tool runner)."""
@@ -266,7 +258,7 @@ class AgentEngine:
             self._abort(HandlerCrashed(state, e), cause=e)
         if isinstance(event, Suspend):
             self._recorder.flush(status="waiting")
-            emit(ApprovalNeeded(tuple(self._approval_requests())))
+            emit(ApprovalNeeded(tuple(approval_requests(self.run_id, self.memory))))
             return "waiting"
         if state in TERMINAL_STATES:
             ending: Ending = "done" if state == State.Done else "failed"

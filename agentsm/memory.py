@@ -92,6 +92,10 @@ class AgentMemory(BaseModel):
         """Results of the planned calls so far."""
         return self.results
 
+    def awaiting_approval(self) -> tuple[ToolCall, ...]:
+        """Planned calls that wait for a human decision, in the LLM's order."""
+        return tuple(c for c in self.planned_calls if c.id in self.pending_approval)
+
     def unfinished_calls(self) -> tuple[ToolCall, ...]:
         """Planned calls that have no result yet (neither run nor rejected)."""
         done = {r.call.id for r in self.results}

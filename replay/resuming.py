@@ -9,7 +9,7 @@ from agentsm import AgentFailed, State
 from agentsm import facts as f
 from agentsm.memory import fold_with_state
 from agentsm.recorder import Recorder
-from agentsm.states.waiting import approval_request
+from agentsm.states.waiting import approval_requests
 from agentsm.types import ApprovalRequest
 
 from .recording import Recording
@@ -45,11 +45,7 @@ def pending_requests(db: StoreLike, run_id: str) -> list[ApprovalRequest]:
     memory, state = fold_with_state(e.fact for e in recording.entries)
     if state != State.WaitingForHuman:
         return []
-    return [
-        approval_request(recording.run_id, memory, c)
-        for c in memory.planned_calls
-        if c.id in memory.pending_approval
-    ]
+    return approval_requests(recording.run_id, memory)
 
 
 def decide(
@@ -66,7 +62,7 @@ def decide(
     store = open_store(db)
     recording = Recording.load(store, run_id)
     memory, state = fold_with_state(e.fact for e in recording.entries)
-    waiting = [c for c in memory.planned_calls if c.id in memory.pending_approval]
+    waiting = list(memory.awaiting_approval())
     if state != State.WaitingForHuman or not waiting:
         raise ValueError(
             f"Run {recording.run_id} is not waiting for a human (it is in {state}); only a run "

@@ -25,6 +25,11 @@ def approval_request(run_id: str, memory: AgentMemory, call: ToolCall) -> Approv
     return ApprovalRequest(run_id=run_id, step=memory.step, call=call, reason=reason)
 
 
+def approval_requests(run_id: str, memory: AgentMemory) -> list[ApprovalRequest]:
+    """Every question a run waiting in `memory` has for a human."""
+    return [approval_request(run_id, memory, c) for c in memory.awaiting_approval()]
+
+
 class WaitingForHumanState:
     """Approve, reject (a failed entry the LLM sees) or modify each call; a batch that keeps
     any approved call goes on as a batch. With no decision available, the run suspends. The
@@ -38,9 +43,8 @@ class WaitingForHumanState:
 
     async def handle(self, ctx: RunContext) -> str | Suspend:
         memory = ctx.memory
-        waiting = [c for c in memory.planned_calls if c.id in memory.pending_approval]
         decisions = []
-        for call in waiting:
+        for call in memory.awaiting_approval():
             request = approval_request(ctx.run_id, memory, call)
             decision = await ctx.ask_human(request)
             if decision is None:
