@@ -77,7 +77,6 @@ class AgentEngine:
         self._clock = clock
         self._tool_runner = tool_runner or self.run_tool
         self._recorder = Recorder(store, self.run_id, initial_memory(definition), 0, clock)
-        self._observers: list[Callable[[int, str, f.Fact, AgentMemory], None]] = []
         self._state: str = State.Idle
         self._transitions = 0
         self._created = False
@@ -116,7 +115,6 @@ class AgentEngine:
         )
         memory, state = fold_with_state(facts)
         engine._recorder = Recorder(store, run_id, memory, stored[-1].seq, clock)
-        engine._recorder.observers = engine._observers
         engine._state = state
         engine._transitions = sum(isinstance(x, f.Transitioned) for x in facts)
         engine._created = True
@@ -153,8 +151,7 @@ class AgentEngine:
     def observe(self, callback: Callable[[int, str, f.Fact, AgentMemory], None]) -> None:
         """Call `callback(seq, state, fact, memory)` after every fact this engine records, with
         the memory right after it (for invariant checks and live views; not for decisions)."""
-        self._observers.append(callback)
-        self._recorder.observers = self._observers
+        self._recorder.observers.append(callback)
 
     def note(self, fact: f.Fact) -> None:
         """Record and commit a fact from outside the handlers (a branch's changes, a human's

@@ -58,7 +58,8 @@ def load_builder(spec: str) -> Builder:
             sys.modules[path.stem] = module
             loaded.loader.exec_module(module)
         else:
-            sys.path.insert(0, os.getcwd())
+            if os.getcwd() not in sys.path:
+                sys.path.insert(0, os.getcwd())
             module = importlib.import_module(module_name)
     except (ImportError, OSError) as e:
         raise BuildError(f"--builder {spec!r}: cannot import {module_name!r} ({e}).") from e

@@ -77,9 +77,7 @@ class AgentMachine(RuleBasedStateMachine):
             except Exception as e:
                 self.escaped = e
                 return
-            if self.engine.seq == before or state == State.WaitingForHuman == (
-                self.engine.current_state()
-            ):
+            if self.engine.seq == before:  # waiting for a human: nothing more happens
                 return
 
     def _run(self) -> AgentRun:
