@@ -275,11 +275,11 @@ print(check_table(broken, {"Verifying": VerifyingState()}))
     code("""
 from hypothesis import HealthCheck, given, settings
 from agentsm.testing import agent_runs
-from agentsm.testing.strategies import _default_agent
+from agentsm.testing import sample_agent
 
 
 def make_agent(task):
-    return _default_agent(task).transitions(table).handler("Verifying", VerifyingState())
+    return sample_agent(task).transitions(table).handler("Verifying", VerifyingState())
 
 
 seen = []

@@ -23,8 +23,8 @@ from agentsm.testing import (
     check_table,
     llm_scripts,
     load_profile,
+    sample_agent,
 )
-from agentsm.testing.strategies import _default_agent
 
 from .scenarios import base
 
@@ -67,9 +67,7 @@ def verifying_table() -> Any:
 
 
 def verifying_agent(task: str) -> AgentBuilder:
-    return (
-        _default_agent(task).transitions(verifying_table()).handler("Verifying", VerifyingState())
-    )
+    return sample_agent(task).transitions(verifying_table()).handler("Verifying", VerifyingState())
 
 
 def test_custom_table_with_a_verifying_state_passes() -> None:
@@ -113,7 +111,7 @@ def test_unreachable_states_handlers_and_terminal_rows_are_reported() -> None:
 
 
 @given(agent_runs())
-def test_generated_runs_of_the_default_agent_keep_every_invariant(run: AgentRun) -> None:
+def test_generated_runs_of_the_sample_agent_keep_every_invariant(run: AgentRun) -> None:
     run.assert_invariants()
 
 
@@ -151,7 +149,7 @@ def test_scripts_use_the_tools_they_are_given(script: list[Any]) -> None:
     assert names <= {"lookup", "no_such_tool"}
 
 
-TestDefaultAgentMachine = AgentMachine.for_builder(_default_agent).TestCase
+TestDefaultAgentMachine = AgentMachine.for_builder(sample_agent).TestCase
 TestDefaultAgentMachine.settings = settings(
     max_examples=10,
     stateful_step_count=12,
@@ -170,7 +168,7 @@ def test_a_handler_that_records_a_fact_it_does_not_own_is_caught() -> None:
             return await super().handle(ctx)
 
     def sneaky(task: str) -> AgentBuilder:
-        return _default_agent(task).handler(State.Observing, SneakyObserving())
+        return sample_agent(task).handler(State.Observing, SneakyObserving())
 
     @settings(HUNT, phases=[Phase.explicit, Phase.generate])  # found at once: no need to shrink
     @given(agent_runs(builder=sneaky))
@@ -243,6 +241,6 @@ def test_replay_property_catches_nondeterminism() -> None:
         {},
         [],
         None,
-        builder=lambda t: _default_agent(t).handler("Observing", Flaky()),
+        builder=lambda t: sample_agent(t).handler("Observing", Flaky()),
     )
     assert any("does not replay identical" in p for p in run.violations())

@@ -17,6 +17,7 @@ from .strategies import (
     llm_responses,
     llm_scripts,
     run_inputs,
+    sample_agent,
     tool_behaviours,
 )
 
@@ -36,5 +37,6 @@ __all__ = [
     "llm_scripts",
     "load_profile",
     "run_inputs",
+    "sample_agent",
     "tool_behaviours",
 ]

@@ -14,7 +14,7 @@ from ..errors import EngineError
 from ..llm.mock import MockLlmCaller
 from ..types import AgentConfig, State
 from .runs import AgentRun, Observation
-from .strategies import _default_agent, llm_responses
+from .strategies import llm_responses, sample_agent
 
 __all__ = ["AgentMachine"]
 
@@ -26,7 +26,7 @@ class AgentMachine(RuleBasedStateMachine):
     needs another (or ends), and every invariant is checked. Use
     `AgentMachine.for_builder(make_agent).TestCase` in a test module."""
 
-    make: ClassVar[Callable[[str], AgentBuilder]] = staticmethod(_default_agent)
+    make: ClassVar[Callable[[str], AgentBuilder]] = staticmethod(sample_agent)
     config: ClassVar[AgentConfig] = AgentConfig(
         max_steps=10, reflect_every_n_steps=3, min_answer_length=5, tool_timeout=0.5
     )

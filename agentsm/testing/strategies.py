@@ -25,6 +25,7 @@ __all__ = [
     "llm_responses",
     "llm_scripts",
     "run_inputs",
+    "sample_agent",
     "tool_behaviours",
 ]
 
@@ -143,8 +144,9 @@ async def _behave(behaviour: ToolBehaviour) -> str:
     return behaviour.value
 
 
-def _default_agent(task: str) -> AgentBuilder:
-    """The agent generated runs use when no builder is given: three tools of every shape."""
+def sample_agent(task: str) -> AgentBuilder:
+    """The agent generated runs use when no builder is given: tools of every shape (async,
+    sync with a default, idempotent, blacklisted) and one that needs approval."""
 
     @tool
     async def lookup(key: str) -> str:
@@ -208,7 +210,7 @@ def agent_runs(
     """Finished runs of the real engine: the user's agent (`builder(task)`, or a built-in one)
     driven by a generated LLM script, tool outcomes, approvals, config and budget. `config` and
     `behaviours` narrow what is generated (default: `configs()`, `tool_behaviours()`)."""
-    make = builder or _default_agent
+    make = builder or sample_agent
     task = "a generated task"
     names = make(task).tools.names()
     script = draw(llm_scripts(names, max_script), label="script")
@@ -230,7 +232,7 @@ def run_inputs(
 ) -> AgentRun:
     """Run the agent (`builder(task)`, or the built-in one) on these inputs through the real
     engine; what `agent_runs` draws, and what its failure reports print."""
-    make = builder or _default_agent
+    make = builder or sample_agent
 
     def configured(t: str) -> AgentBuilder:
         agent = make(t).config(config)
