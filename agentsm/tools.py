@@ -230,6 +230,10 @@ class ToolRegistry:
     def refusal(self, name: str, args: Any) -> ToolOutcome | None:
         """Why a call cannot run (an unknown tool, arguments that break its schema), as the
         failed outcome the LLM will read; None when the call may run. Nothing is executed."""
+        prepared = self._prepare(name, args)
+        return prepared if isinstance(prepared, ToolOutcome) else None
+
+    def _prepare(self, name: str, args: Any) -> tuple[Tool, dict[str, Any]] | ToolOutcome:
         entry = self._tools.get(name)
         if entry is None:
             known = ", ".join(self._tools) or "none"
@@ -238,19 +242,20 @@ class ToolRegistry:
             )
         if not isinstance(args, dict):
             return ToolOutcome.failed("InvalidArguments", f"arguments must be an object: {args!r}")
-        problems = entry.validate(args)[1]
-        return ToolOutcome.failed("InvalidArguments", "; ".join(problems)) if problems else None
+        values, problems = entry.validate(args)
+        if problems:
+            return ToolOutcome.failed("InvalidArguments", "; ".join(problems))
+        return entry, values
 
     async def aexecute(
         self, name: str, args: dict[str, Any], *, timeout: float | None = None
     ) -> ToolOutcome:
         """Run a tool; every failure comes back as an `ERROR:` outcome, never as an exception.
         Sync tools run in a worker thread so that they neither block the loop nor each other."""
-        refused = self.refusal(name, args)
-        if refused is not None:
-            return refused
-        entry = self._tools[name]
-        values = entry.validate(args)[0]
+        prepared = self._prepare(name, args)
+        if isinstance(prepared, ToolOutcome):
+            return prepared
+        entry, values = prepared
         limit = entry.timeout if entry.timeout is not None else timeout
         try:
             async with asyncio.timeout(limit):
