@@ -11,6 +11,7 @@ from eventstore import EventStore, StoredEvent
 
 from . import facts as f
 from .facts import FACT_ADAPTER, Fact
+from .text import printable
 
 __all__ = ["Trace", "TraceEntry", "decode", "summarize"]
 
@@ -91,13 +92,16 @@ class Trace:
         return json.dumps([e.to_dict() for e in self._entries], indent=2)
 
     def format(self, width: int = 100) -> str:
-        """A table of every fact: seq, step, state, fact, summary."""
+        """A table of every fact: seq, step, state, fact, summary; recorded text is shown with
+        its control characters escaped (see `agentsm.text.printable`)."""
         head = f"{'seq':>4}  {'step':>4}  {'state':<16} {'fact':<21} data"
         lines = [head, "-" * min(width, 120)]
         room = max(20, width - len(head) + 4)
         for e in self._entries:
-            data = e.data if len(e.data) <= room else e.data[: room - 1] + "…"
-            lines.append(f"{e.seq:>4}  {e.step:>4}  {e.state:<16} {e.event:<21} {data}")
+            data: str = printable(e.data)
+            data = data if len(data) <= room else data[: room - 1] + "…"
+            state, event = printable(e.state), printable(e.event)
+            lines.append(f"{e.seq:>4}  {e.step:>4}  {state:<16} {event:<21} {data}")
         return "\n".join(lines)
 
     def print(self, file: IO[str] | None = None) -> None:

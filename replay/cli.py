@@ -20,7 +20,7 @@ from .branching import branch_run
 from .demo import run_demo
 from .diffing import diff_runs
 from .recording import Recording
-from .render import Style, table
+from .render import Style, printable, table
 from .replaying import replay_run
 from .resuming import decide, pending_requests, resume_run
 from .source import Builder, load_builder, open_store, resolve_run
@@ -93,7 +93,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
             ]
         )
     if not rows:
-        print(f"No runs in {args.db}.")
+        print(f"No runs in {printable(args.db)}.")
         return 0
     headers = ["id", "task", "status", "steps", "tokens", "started", "duration", "parent"]
     print(table(headers, rows, out))
@@ -107,9 +107,9 @@ def cmd_show(args: argparse.Namespace) -> int:
             print(json.dumps(e.to_dict()))
         return 0
     r = recording.run
-    print(out(f"run {r.run_id}", "bold") + f"  {out.status(r.status)}  task: {r.task}")
+    print(out(f"run {r.run_id}", "bold") + f"  {out.status(r.status)}  task: {printable(r.task)}")
     if r.parent_id:
-        print(f"branched from {r.parent_id} at seq {r.branch_seq}")
+        print(f"branched from {printable(r.parent_id)} at seq {r.branch_seq}")
     rows = [
         [str(e.seq), str(e.step), e.state, out(e.event, "cyan"), e.data] for e in recording.entries
     ]
@@ -140,20 +140,20 @@ def cmd_memory(args: argparse.Namespace) -> int:
         ("error", memory.error),
         (
             "planned_calls",
-            ", ".join(f"{c.name}({json.dumps(c.args)})" for c in memory.planned_calls),
+            ", ".join(
+                f"{c.name}({json.dumps(c.args, ensure_ascii=False)})" for c in memory.planned_calls
+            ),
         ),
         ("pending_approval", ", ".join(memory.pending_approval)),
     ]
     for name, value in fields:
         if value not in (None, ""):
-            print(f"  {name:<16} {value}")
+            print(f"  {name:<16} {printable(value)}")
     print(f"  history ({len(memory.history)} entries)")
     for entry in memory.history:
         mark = out("ok ", "green") if entry.success else out("err", "red")
-        print(
-            f"    [{entry.step}] {mark} {entry.tool.name}({json.dumps(entry.tool.args)}) -> "
-            f"{entry.observation[:80]}"
-        )
+        call = printable(f"{entry.tool.name}({json.dumps(entry.tool.args, ensure_ascii=False)})")
+        print(f"    [{entry.step}] {mark} {call} -> {printable(entry.observation[:80])}")
     return 0
 
 
@@ -173,10 +173,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
             assert report.divergence is not None
             print(
                 f"{report.run_id}  {out('DIVERGED', 'red', 'bold')}  at "
-                f"{report.divergence.headline()}"
+                f"{printable(report.divergence.headline())}"
             )
             if not args.all:
-                print(report.divergence.diff)
+                print(printable(report.divergence.diff, lines=True))
     if args.all:
         print(
             f"\n{len(run_ids)} runs replayed: {len(run_ids) - diverged} identical, "
@@ -203,12 +203,12 @@ def cmd_branch(args: argparse.Namespace) -> int:
         llm=live,
         builder=builder,
     )
-    print(new_id)
+    print(printable(new_id))
     return 0
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
-    print(diff_runs(_store(args), args.run_a, args.run_b))
+    print(printable(diff_runs(_store(args), args.run_a, args.run_b), lines=True))
     return 0
 
 
@@ -219,16 +219,14 @@ def cmd_resume(args: argparse.Namespace) -> int:
         answer = resume_run(_store(args), args.run, builder)
     except HumanInputRequired as e:
         for request in e.requests:
-            print(
-                f"waiting: {request.call.name}({json.dumps(request.call.args)}) "
-                f"[{request.call.id}] — {request.reason}"
-            )
-        print(f"Answer with: agentsm approve|reject|modify {e.run_id}")
+            call = f"{request.call.name}({json.dumps(request.call.args, ensure_ascii=False)})"
+            print(printable(f"waiting: {call} [{request.call.id}] — {request.reason}"))
+        print(f"Answer with: agentsm approve|reject|modify {printable(e.run_id)}")
         return 3
     except AgentFailed as e:
         print(out(f"failed: {e.error}", "red"))
         return 1
-    print(answer)
+    print(printable(answer, lines=True))
     return 0
 
 
@@ -247,10 +245,10 @@ def _decide(
             note=args.note,
         )
         for d in decisions:
-            print(f"{d.call_id}: {verdict}")
+            print(printable(f"{d.call_id}: {verdict}"))
         left = pending_requests(store, args.run)
         print(
-            "still waiting for: " + ", ".join(r.call.id for r in left)
+            printable("still waiting for: " + ", ".join(r.call.id for r in left))
             if left
             else f"recorded; continue with: agentsm resume {args.run} --builder ..."
         )
@@ -269,7 +267,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     store = SQLiteEventStore(args.db)
     lines = sys.stdin if args.file == "-" else Path(args.file).read_text().splitlines()
     for run_id in import_runs(store, lines):
-        print(f"imported {run_id}")
+        print(f"imported {printable(run_id)}")
     return 0
 
 
@@ -480,7 +478,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except (StoreError, AgentError, ValueError) as e:
-        print(f"agentsm: {e}", file=sys.stderr)
+        print(f"agentsm: {printable(e)}", file=sys.stderr)
         return 2
     except BrokenPipeError:
         return 0

@@ -22,7 +22,7 @@ def comparable(entry: TraceEntry) -> dict[str, Any]:
 def _pretty(entry: TraceEntry | None) -> list[str]:
     if entry is None:
         return ["(no fact: the run ends here)"]
-    return json.dumps(comparable(entry), indent=2, sort_keys=True).splitlines()
+    return json.dumps(comparable(entry), indent=2, sort_keys=True, ensure_ascii=False).splitlines()
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,36 @@
+"""Recorded text made safe to print: what an LLM or a tool wrote can hold terminal escape
+sequences (clear screen, set the window title, colours), other control characters and bidi
+overrides that would act on the reader's terminal. `printable` shows them as escapes."""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["Printable", "printable"]
+
+_BIDI = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
+_ONE_LINE = re.compile(f"[\x00-\x1f\x7f-\x9f{_BIDI}]")
+_MULTI_LINE = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{_BIDI}]")
+_NAMED = {"\n": "\\n", "\t": "\\t", "\r": "\\r"}
+
+
+class Printable(str):
+    """Text already made safe (escaped, or produced by the renderer itself): `printable`
+    returns it unchanged, so the renderer's own colours are never escaped."""
+
+    __slots__ = ()
+
+
+def _escape(match: re.Match[str]) -> str:
+    char = match.group()
+    code = ord(char)
+    return _NAMED.get(char) or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+
+
+def printable(text: object, *, lines: bool = False) -> Printable:
+    """`text` with every control character (C0, DEL, C1) and bidi control shown as an escape
+    (`\\x1b[2J`, `\\u202e`); with `lines`, newlines and tabs are kept (multi-line output)."""
+    if isinstance(text, Printable):
+        return text
+    pattern = _MULTI_LINE if lines else _ONE_LINE
+    return Printable(pattern.sub(_escape, str(text)))
