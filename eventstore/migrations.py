@@ -1,6 +1,9 @@
 """Ordered schema migrations, applied with sqlite-utils and recorded in `eventstore_migrations`.
 
-`PRAGMA user_version` holds the schema version; a database newer than `LATEST` is refused.
+`PRAGMA user_version` holds the schema version; a database newer than `LATEST` is refused. To
+evolve the schema, append `(next version, name, function)` to `MIGRATIONS`: `migrate` runs every
+pending one inside the caller's single `BEGIN IMMEDIATE` transaction, so a function must not
+commit. Read-only opens accept an older version, so keep what readers select working.
 """
 
 from __future__ import annotations
@@ -61,7 +64,10 @@ LATEST = MIGRATIONS[-1][0]
 
 
 def migrate(db: sqlite_utils.Database, current: int) -> int:
-    """Apply every migration newer than `current`, each in its own transaction."""
+    """Apply every migration newer than `current` in the caller's open transaction (which
+    must have read `current` inside it), and return the new version."""
+    if not db.conn.in_transaction:
+        raise RuntimeError("migrate() runs inside the caller's BEGIN IMMEDIATE transaction")
     if "eventstore_migrations" not in db.table_names():
         db["eventstore_migrations"].create(  # type: ignore[union-attr]
             {"version": int, "name": str, "applied_at": float}, pk="version"
@@ -69,11 +75,10 @@ def migrate(db: sqlite_utils.Database, current: int) -> int:
     for version, name, apply in MIGRATIONS:
         if version <= current:
             continue
-        with db.conn:
-            apply(db)
-            db["eventstore_migrations"].insert(  # type: ignore[union-attr]
-                {"version": version, "name": name, "applied_at": time.time()}
-            )
-            db.execute(f"PRAGMA user_version = {version}")
+        apply(db)
+        db["eventstore_migrations"].insert(  # type: ignore[union-attr]
+            {"version": version, "name": name, "applied_at": time.time()}
+        )
+        db.execute(f"PRAGMA user_version = {version}")
         current = version
     return current

@@ -23,57 +23,101 @@ _RUN_COLUMNS = "run_id, task, status, created_at, updated_at, last_seq, parent_i
 
 
 class SQLiteEventStore:
-    """An event log in one SQLite file (or `":memory:"`), safe to share between threads.
+    """An event log in one SQLite file (or `":memory:"`), safe to share between threads and
+    between processes.
 
     `create=False` opens an existing log only and refuses a database that is not one, which is
     what read-only tools want; the default creates the schema in a new or empty database.
+    `busy_timeout` is how many seconds a statement waits for another process's lock before it
+    fails (default 30).
     """
 
-    def __init__(self, path: str | Path = ":memory:", *, create: bool = True) -> None:
+    def __init__(
+        self, path: str | Path = ":memory:", *, create: bool = True, busy_timeout: float = 30.0
+    ) -> None:
         self.path = str(path)
+        self.busy_timeout = busy_timeout
         if not create and self.path != ":memory:" and not Path(self.path).exists():
             raise NotAnEventLog(
                 f"No database at {self.path!r}. Check the path, or record a run into it first."
             )
+        self._lock = threading.RLock()
         try:
             self._conn = sqlite3.connect(
-                self.path, isolation_level=None, check_same_thread=False, timeout=30.0
+                self.path, isolation_level=None, check_same_thread=False, timeout=busy_timeout
             )
-            self._conn.execute("PRAGMA foreign_keys = ON")
+        except sqlite3.Error as e:
+            raise StoreError(f"Cannot open {self.path!r} ({e}). Check the path.") from e
+        try:
+            self._open_schema(create)
             if self.path != ":memory:":
+                # only now is the file known to be an agentsm log: a foreign one is never touched
                 self._conn.execute("PRAGMA journal_mode = WAL")
                 self._conn.execute("PRAGMA synchronous = NORMAL")
-            self._lock = threading.RLock()
-            self._open_schema(create)
-        except sqlite3.DatabaseError as e:
-            raise NotAnEventLog(
-                f"{self.path!r} is not a usable SQLite database ({e}). "
-                "Point to an agentsm event log, or to a new file to create one."
-            ) from e
+        except BaseException as e:
+            self._conn.close()
+            if isinstance(e, sqlite3.DatabaseError):
+                raise self._unusable(e) from e
+            raise
 
-    def _open_schema(self, create: bool) -> None:
+    def _unusable(self, e: sqlite3.DatabaseError) -> StoreError:
+        if isinstance(e, sqlite3.OperationalError) and "locked" in str(e):
+            return StoreError(
+                f"{self.path!r} stayed locked by another process for {self.busy_timeout:g}s "
+                "(busy_timeout); try again, or raise the timeout."
+            )
+        return NotAnEventLog(
+            f"{self.path!r} is not a usable SQLite database ({e}). "
+            "Point to an agentsm event log, or to a new file to create one."
+        )
+
+    def _schema(self) -> tuple[int, set[str]]:
         version = int(self._conn.execute("PRAGMA user_version").fetchone()[0])
+        tables = {
+            row[0]
+            for row in self._conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+        }
+        return version, tables
+
+    def _check_schema(self, version: int, tables: set[str], create: bool) -> bool:
+        """Whether the schema needs migrating; raises if the database is not one we may use."""
+        if not tables and version == 0:
+            if not create:
+                raise NotAnEventLog(
+                    f"{self.path!r} is empty, not an agentsm event log. Check the path "
+                    "(--db / AGENTSM_DB), or record a run into it first."
+                )
+            return True
+        if "eventstore_migrations" not in tables:
+            listed = f" (it has tables {sorted(tables)})" if tables else ""
+            raise NotAnEventLog(
+                f"{self.path!r} is a SQLite database but not an agentsm event log{listed}; "
+                "it was left untouched. Use a new file for the log."
+            )
         if version > LATEST:
             raise SchemaVersionError(
                 f"{self.path!r} has event-log schema version {version}, newer than the {LATEST} "
                 "this version understands. Upgrade agentsm to read it."
             )
-        tables = {
-            row[0]
-            for row in self._conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
-        }
-        if version == LATEST:
+        return version < LATEST
+
+    def _open_schema(self, create: bool) -> None:
+        """Check the schema, and create or migrate it in one `BEGIN IMMEDIATE` transaction that
+        reads the version inside it, so that processes opening one new file at once agree."""
+        conn = self._conn
+        version, tables = self._schema()
+        if not self._check_schema(version, tables, create):
             return
-        if version == 0 and tables and "events" not in tables:
-            raise NotAnEventLog(
-                f"{self.path!r} is a SQLite database but not an agentsm event log "
-                f"(it has tables {sorted(tables)}). Use a new file for the log."
-            )
-        if not create:
-            raise NotAnEventLog(
-                f"{self.path!r} is not an agentsm event log. Check the path (--db / AGENTSM_DB)."
-            )
-        migrate(sqlite_utils.Database(self._conn), version)
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            version, tables = self._schema()
+            if self._check_schema(version, tables, create):
+                migrate(sqlite_utils.Database(conn), version)
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
 
     # -- catalog ---------------------------------------------------------------------------
 

@@ -194,3 +194,94 @@ def test_a_killed_writer_leaves_whole_transactions(tmp_path: Path) -> None:
     result = subprocess.run([sys.executable, "-c", script], capture_output=True)
     assert result.returncode == 9
     assert [e.kind for e in SQLiteEventStore(path).read("r")] == ["A", "B"]
+
+
+# -- opening one file from several processes, and faults while creating it --------------------
+
+
+def test_many_processes_opening_one_new_file_all_succeed(tmp_path: Path) -> None:
+    path = tmp_path / "fresh.db"
+    go = tmp_path / "go"
+    script = (
+        "import os, sys, time\n"
+        "from eventstore import SQLiteEventStore\n"
+        f"while not os.path.exists({str(go)!r}):\n"
+        "    time.sleep(0.001)\n"
+        f"s = SQLiteEventStore({str(path)!r})\n"
+        "s.create_run(sys.argv[1], 'task')\n"
+        "s.close()\n"
+    )
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", script, f"r{i}"], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        for i in range(24)
+    ]
+    try:
+        go.touch()  # every process is past its imports or close to it: they open at once
+        results = [p.communicate(timeout=120) for p in procs]
+        failed = [err.decode() for p, (_, err) in zip(procs, results, strict=True) if p.returncode]
+        assert failed == []
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    with SQLiteEventStore(path, create=False) as s:
+        assert sorted(r.run_id for r in s.runs()) == sorted(f"r{i}" for i in range(24))
+        assert s._conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_a_kill_while_creating_the_schema_leaves_the_file_as_it_was(tmp_path: Path) -> None:
+    path = tmp_path / "fresh.db"
+    script = (
+        "import os\n"
+        "from eventstore import SQLiteEventStore, migrations\n"
+        "version, name, apply = migrations.MIGRATIONS[0]\n"
+        "def dying(db):\n"
+        "    apply(db)\n"
+        "    os._exit(9)\n"
+        "migrations.MIGRATIONS[0] = (version, name, dying)\n"
+        f"SQLiteEventStore({str(path)!r})\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=60)
+    assert result.returncode == 9, result.stderr
+    conn = sqlite3.connect(path)
+    assert conn.execute("SELECT name FROM sqlite_master").fetchall() == []
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 0
+    conn.close()
+    with SQLiteEventStore(path) as s:  # the next open creates the log as if nothing happened
+        s.create_run("r", "task")
+        assert [r.run_id for r in s.runs()] == ["r"]
+
+
+def _schema_of(path: Path) -> tuple[list[tuple[str, str]], str, int]:
+    conn = sqlite3.connect(path)
+    try:
+        tables = conn.execute("SELECT type, name FROM sqlite_master ORDER BY name").fetchall()
+        mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
+        return tables, mode, conn.execute("PRAGMA user_version").fetchone()[0]
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        "CREATE TABLE events (id INTEGER, what TEXT)",
+        "CREATE TABLE customers (id INTEGER); PRAGMA user_version = 1",
+        "CREATE TABLE runs (run_id TEXT); CREATE TABLE events (run_id TEXT, seq INTEGER)",
+    ],
+)
+def test_a_foreign_database_is_refused_and_never_modified(tmp_path: Path, schema: str) -> None:
+    other = tmp_path / "other.db"
+    conn = sqlite3.connect(other)
+    conn.executescript(schema)
+    conn.close()
+    before = _schema_of(other)
+    content = other.read_bytes()
+    for create in (True, False):
+        with pytest.raises(NotAnEventLog, match="not an agentsm event log.*left untouched"):
+            SQLiteEventStore(other, create=create)
+    assert _schema_of(other) == before and before[1] == "delete"
+    assert other.read_bytes() == content
