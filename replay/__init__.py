@@ -4,6 +4,7 @@ resume it; and the `agentsm` command line around all that."""
 from .branching import branch_run
 from .diffing import RunDiff, diff_runs
 from .effects import RecordedDecisions, RecordedLlm, RecordedTools, ReplayedCrash
+from .errors import BuilderRequired, ReplayError, SeqOutOfRange, UsageError
 from .recording import Recording
 from .replaying import assert_replays, replay_run
 from .report import Divergence, ReplayReport
@@ -12,14 +13,18 @@ from .timetravel import memory_at
 from .transfer import export_run, import_runs
 
 __all__ = [
+    "BuilderRequired",
     "Divergence",
     "RecordedDecisions",
     "RecordedLlm",
     "RecordedTools",
     "Recording",
+    "ReplayError",
     "ReplayReport",
     "ReplayedCrash",
     "RunDiff",
+    "SeqOutOfRange",
+    "UsageError",
     "assert_replays",
     "branch_run",
     "decide",

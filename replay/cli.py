@@ -8,9 +8,12 @@ import json
 import os
 import sys
 import time
+import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal, NoReturn
+
+from pydantic import ValidationError
 
 from agentsm import AgentConfig, AgentError, AgentFailed, HumanInputRequired, LlmResponse
 from agentsm.memory import fold_with_state
@@ -19,6 +22,7 @@ from eventstore import EventStore, SQLiteEventStore, StoreError
 from .branching import branch_run
 from .demo import run_demo
 from .diffing import diff_runs
+from .errors import UsageError
 from .recording import Recording
 from .render import Style, printable, table
 from .replaying import replay_run
@@ -41,11 +45,32 @@ def _builder(args: argparse.Namespace, required: bool = False) -> Builder | None
     if spec:
         return load_builder(spec)
     if required:
-        raise AgentError(
+        raise UsageError(
             "This command needs your agent: pass --builder module:factory (or set "
             "AGENTSM_BUILDER), where factory(task) returns an AgentBuilder."
         )
     return None
+
+
+def _json_arg(option: str, text: str, example: str) -> Any:
+    """A JSON command-line value, or an error naming the option and showing the form."""
+    try:
+        return json.loads(text)
+    except ValueError as e:
+        raise UsageError(f"{option} is not valid JSON ({e}); give it as in {example}.") from e
+
+
+def _config_arg(text: str) -> AgentConfig:
+    value = _json_arg("--config", text, """--config '{"max_steps": 3}'""")
+    try:
+        return AgentConfig.model_validate(value)
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "the value"
+        raise UsageError(
+            f"--config is not a valid AgentConfig: {where}: {first['msg']}; give AgentConfig "
+            """fields as a JSON object, e.g. --config '{"max_steps": 3}'."""
+        ) from e
 
 
 def _when(ts: float) -> str:
@@ -161,7 +186,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     store = _store(args)
     builder = _builder(args)
     if not args.all and not args.run:
-        raise AgentError("replay needs a RUN id, or --all to replay every run of the database.")
+        raise UsageError("replay needs a RUN id, or --all to replay every run of the database.")
     run_ids = [r.run_id for r in store.runs()] if args.all else [args.run]
     diverged = 0
     for run_id in run_ids:
@@ -186,7 +211,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def cmd_branch(args: argparse.Namespace) -> int:
-    config = AgentConfig.model_validate_json(args.config) if args.config else None
+    config = _config_arg(args.config) if args.config else None
     answer = LlmResponse.final_answer(args.answer) if args.answer is not None else None
     builder = _builder(args, required=args.live)
     store = _store(args)
@@ -234,7 +259,15 @@ def _decide(
     verdict: Literal["approved", "rejected", "modified"],
 ) -> Callable[[argparse.Namespace], int]:
     def command(args: argparse.Namespace) -> int:
-        new_args = json.loads(args.args) if getattr(args, "args", None) else None
+        new_args = (
+            _json_arg("--args", args.args, """--args '{"amount": 5}'""")
+            if getattr(args, "args", None)
+            else None
+        )
+        if new_args is not None and not isinstance(new_args, dict):
+            raise UsageError(
+                """--args must be a JSON object of arguments, e.g. --args '{"amount": 5}'."""
+            )
         store = _store(args)
         decisions = decide(
             store,
@@ -326,8 +359,15 @@ def cmd_demo(args: argparse.Namespace) -> int:
 # -- parser ---------------------------------------------------------------------------------------
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with its errors on one line, pointing at the command's --help."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {printable(message)}; see {self.prog} --help.\n")
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="agentsm",
         description="Record, inspect, replay, branch and resume agent runs.",
         epilog="example: agentsm --db prod.db runs --tree",
@@ -337,11 +377,18 @@ def _parser() -> argparse.ArgumentParser:
         default=os.environ.get("AGENTSM_DB", "agentsm.db"),
         help="the agentsm log (default: $AGENTSM_DB or ./agentsm.db)",
     )
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def add(name: str, func: object, help: str, example: str) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help, description=help, epilog=f"example: {example}")
         p.set_defaults(func=func)
+        p.add_argument(
+            "--debug",
+            action="store_true",
+            default=argparse.SUPPRESS,
+            help="show the traceback of an error",
+        )
         return p
 
     def builder_option(p: argparse.ArgumentParser) -> None:
@@ -472,16 +519,37 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _one_line(error: BaseException) -> str:
+    """An error as one line: our own errors say what was wrong and what to do; anything else
+    is named as unexpected, with the way to see more."""
+    text = " ".join(str(error).split())
+    if isinstance(error, StoreError | AgentError | ValueError):
+        return text or type(error).__name__
+    if isinstance(error, OSError) and error.strerror:
+        name = f" {error.filename!r}" if error.filename else ""
+        return f"cannot use{name}: {error.strerror}; check the path and its permissions."
+    return (
+        f"unexpected {type(error).__name__}: {text or 'no message'}; run the command again with "
+        "--debug for the traceback."
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the `agentsm` command."""
+    """Entry point of the `agentsm` command: 0 done, 1 a replay diverged or a run failed,
+    2 an error (one line on stderr; the traceback with --debug), 3 a run waits for a human."""
     args = _parser().parse_args(argv)
     try:
         return int(args.func(args))
-    except (StoreError, AgentError, ValueError) as e:
-        print(f"agentsm: {printable(e)}", file=sys.stderr)
-        return 2
     except BrokenPipeError:
         return 0
+    except KeyboardInterrupt:
+        print("agentsm: interrupted.", file=sys.stderr)
+        return 130
+    except Exception as e:
+        if getattr(args, "debug", False):
+            print(printable(traceback.format_exc(), lines=True), file=sys.stderr, end="")
+        print(f"agentsm: {printable(_one_line(e))}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ from agentsm import facts as f
 from agentsm.trace import TraceEntry
 from eventstore import EventStore, RunRecord
 
+from .errors import SeqOutOfRange
 from .source import resolve_run
 
 __all__ = ["Recording"]
@@ -95,7 +96,11 @@ class Recording:
         }
 
     def branch_point(self, at: int) -> int:
-        """The last complete transition at or before seq `at` (1 if there is none)."""
+        """The last complete transition at or before seq `at` (1 if there is none); a seq
+        the run does not have is refused."""
+        last = self.entries[-1].seq if self.entries else 0
+        if not 1 <= at <= last:
+            raise SeqOutOfRange(self.run_id, at, last, "branch point")
         point = 1
         for e in self.entries:
             if e.seq > at:

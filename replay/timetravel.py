@@ -5,6 +5,7 @@ from __future__ import annotations
 from agentsm import AgentMemory
 from agentsm.memory import fold_with_state
 
+from .errors import SeqOutOfRange
 from .recording import Recording
 from .source import StoreLike, open_store
 
@@ -16,7 +17,5 @@ def memory_at(db: StoreLike, run_id: str, seq: int) -> tuple[AgentMemory, str]:
     recording = Recording.load(open_store(db), run_id)
     last = recording.entries[-1].seq if recording.entries else 0
     if not 1 <= seq <= last:
-        raise ValueError(
-            f"Run {recording.run_id} has facts 1..{last}; seq {seq} is not one of them."
-        )
+        raise SeqOutOfRange(recording.run_id, seq, last)
     return fold_with_state(e.fact for e in recording.entries if e.seq <= seq)

@@ -1,0 +1,49 @@
+"""Errors of replay, branch, resume and time travel, under agentsm's root `AgentError`.
+
+ReplayError            root of what the replay package raises about a request
+├── SeqOutOfRange      a sequence number the run does not have (also a ValueError)
+├── BuilderRequired    the run used parts of the agent only the user's builder has
+└── UsageError         a command-line value that cannot be used as given
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from agentsm import AgentError
+
+__all__ = ["BuilderRequired", "ReplayError", "SeqOutOfRange", "UsageError"]
+
+
+class ReplayError(AgentError):
+    """A replay, branch, resume or time-travel request that cannot be served as asked."""
+
+
+class SeqOutOfRange(ReplayError, ValueError):
+    """A sequence number outside the run's facts 1..last."""
+
+    def __init__(self, run_id: str, seq: int, last: int, what: str = "seq") -> None:
+        self.run_id = run_id
+        self.seq = seq
+        self.last = last
+        super().__init__(
+            f"Run {run_id} has facts 1..{last}; {what} {seq} is not one of them: give a seq "
+            f"from 1 to {last}."
+        )
+
+
+class BuilderRequired(ReplayError):
+    """The run was recorded with custom states, handlers or tool flags that its log does not
+    hold; without the user's builder another agent would run."""
+
+    def __init__(self, run_id: str, needs: Sequence[str]) -> None:
+        self.run_id = run_id
+        self.needs = tuple(needs)
+        super().__init__(
+            f"Run {run_id} used {', '.join(self.needs)}, which only your agent has: pass "
+            "--builder module:factory (or builder=) so that the same agent runs."
+        )
+
+
+class UsageError(ReplayError):
+    """A command-line value that cannot be used as given; the message shows the right form."""

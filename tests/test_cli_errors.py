@@ -1,0 +1,102 @@
+"""Bad input at the command line: one line on stderr saying what was wrong and what to do,
+exit code 2, the traceback only under --debug, and nothing recorded changed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agentsm import AgentBuilder, AgentConfig, LlmResponse, MockLlmCaller
+from eventstore import SQLiteEventStore
+from replay.cli import main
+
+
+def say(text: str) -> str:
+    """Echo a text."""
+    return text
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> tuple[str, str, int]:
+    path = tmp_path / "runs.db"
+    engine = (
+        AgentBuilder("say hello")
+        .llm(
+            MockLlmCaller(
+                [
+                    LlmResponse.tool_call("say", {"text": "hello"}, id="c1"),
+                    LlmResponse.final_answer("I said hello to everyone."),
+                ]
+            )
+        )
+        .config(AgentConfig(reflect_every_n_steps=0))
+        .tool(say)
+        .store(path)
+        .build()
+    )
+    engine.run()
+    return str(path), engine.run_id, engine.seq
+
+
+def fails(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    """Run the command, expect exit code 2 and exactly one line on stderr; return it."""
+    try:
+        code = main(list(argv))
+    except SystemExit as e:  # argparse's own refusals
+        code = int(e.code or 0)
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert err.endswith("\n") and err.count("\n") == 1, err
+    assert "Traceback" not in err
+    return err
+
+
+def test_branch_at_out_of_range_is_refused_naming_the_range(
+    db: tuple[str, str, int], capsys: pytest.CaptureFixture[str]
+) -> None:
+    path, run_id, last = db
+    for at in ("0", "-3", str(last + 1), "999"):
+        err = fails(capsys, "--db", path, "branch", run_id, "--at", at, "--answer", "Other.")
+        assert f"has facts 1..{last}" in err and f"from 1 to {last}" in err
+    assert [r.run_id for r in SQLiteEventStore(path).runs()] == [run_id]  # nothing branched
+    err = fails(capsys, "--db", path, "memory", run_id, "--at", str(last + 5))
+    assert f"has facts 1..{last}" in err
+
+
+def test_malformed_values_name_the_option_and_the_form(
+    db: tuple[str, str, int], capsys: pytest.CaptureFixture[str]
+) -> None:
+    path, run_id, _ = db
+    err = fails(capsys, "--db", path, "branch", run_id, "--at", "3", "--config", "{max_steps: 2")
+    assert "--config is not valid JSON" in err and "max_steps" in err
+    err = fails(
+        capsys, "--db", path, "branch", run_id, "--at", "3", "--config", '{"max_steps": "many"}'
+    )
+    assert "--config is not a valid AgentConfig: max_steps:" in err
+    err = fails(capsys, "--db", path, "modify", run_id, "--args", "[1, 2]")
+    assert "--args must be a JSON object" in err
+    err = fails(capsys, "--db", path, "import", str(Path(path).parent / "missing.jsonl"))
+    assert "missing.jsonl" in err and "No such file" in err
+    err = fails(capsys, "--db", path, "branch", run_id)
+    assert "--at" in err and "agentsm branch --help" in err
+    err = fails(capsys, "--db", path, "show", "nope")
+    assert "Unknown run id 'nope'" in err
+    err = fails(capsys, "--db", path, "replay")
+    assert "RUN id, or --all" in err
+
+
+def test_unexpected_errors_are_one_line_and_debug_shows_the_traceback(
+    db: tuple[str, str, int], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path, run_id, _ = db
+    broken = tmp_path / "broken_agent.py"
+    broken.write_text("def make(task):\n    raise RuntimeError('the agent\\nis broken')\n")
+    argv = ["--db", path, "replay", run_id, "--builder", f"{broken}:make"]
+    err = fails(capsys, *argv)
+    assert "unexpected RuntimeError: the agent is broken" in err and "--debug" in err
+    for debug in (["--debug", *argv], [*argv, "--debug"]):
+        assert main(debug) == 2
+        err = capsys.readouterr().err
+        assert "Traceback" in err and "raise RuntimeError" in err
+        assert err.splitlines()[-1].startswith("agentsm: unexpected RuntimeError")
