@@ -213,9 +213,9 @@ class AgentEngine:
         )
 
     def _create(self) -> None:
-        self.store.create_run(self.run_id, self.definition.task, created_at=self._clock())
+        created_at = self._clock()
         self._recorder.record(self.definition, State.Idle)
-        self._recorder.flush(status="running")
+        self._recorder.create(self.definition.task, created_at=created_at, status="running")
         self._created = True
 
     async def _drive(self, emit: Callable[[AgentOutput], None]) -> Ending:

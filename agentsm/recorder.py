@@ -64,6 +64,15 @@ class Recorder:
         """Facts recorded but not yet committed."""
         return len(self._pending)
 
+    def create(self, task: str, *, created_at: float, status: str) -> None:
+        """Add the run to the catalog with the buffered facts in one transaction, so that no
+        reader sees the run before its first facts and a crash leaves no empty run."""
+        self.store.create_run(
+            self.run_id, task, created_at=created_at, events=self._pending, status=status
+        )
+        self.seq = len(self._pending)
+        self._pending.clear()
+
     def flush(self, status: str | None = None) -> None:
         """Commit the buffered facts (and the status) in one transaction."""
         if not self._pending and status is None:

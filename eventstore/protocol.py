@@ -14,9 +14,11 @@ __all__ = ["EventStore"]
 class EventStore(Protocol):
     """Append-only, per-run event logs plus a catalog of runs.
 
-    `append` is all-or-nothing: every event of one call lands in one transaction, with the run's
-    status, or none does. `expected_seq` is the last sequence number the writer has seen; if the
-    log has moved on, `ConcurrencyError` is raised and nothing is written.
+    `create_run` and `append` are all-or-nothing: a run enters the catalog with its first events
+    in one transaction, and every event of one `append` lands in one transaction with the run's
+    status, or none does; a failed write leaves the store usable. `expected_seq` is the last
+    sequence number the writer has seen; if the log has moved on, `ConcurrencyError` is raised
+    and nothing is written.
     """
 
     def create_run(
@@ -28,6 +30,8 @@ class EventStore(Protocol):
         branch_seq: int | None = None,
         info: dict[str, Any] | None = None,
         created_at: float | None = None,
+        events: Sequence[NewEvent] = (),
+        status: str | None = None,
     ) -> RunRecord: ...
 
     def append(

@@ -7,7 +7,7 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -130,30 +130,37 @@ class SQLiteEventStore:
         branch_seq: int | None = None,
         info: dict[str, Any] | None = None,
         created_at: float | None = None,
+        events: Sequence[NewEvent] = (),
+        status: str | None = None,
     ) -> RunRecord:
-        """Add a run to the catalog; an id that exists already is a `ConcurrencyError`."""
+        """Add a run to the catalog together with its first `events`, in one transaction, so
+        that no reader ever sees it without them; an id that exists already is a
+        `ConcurrencyError` and writes nothing."""
         now = time.time() if created_at is None else created_at
-        with self._lock:
+        row = (
+            run_id,
+            task,
+            status or "created",
+            now,
+            events[-1].recorded_at if events else now,
+            len(events),
+            parent_id,
+            branch_seq,
+            json.dumps(info or {}),
+        )
+
+        def write(conn: sqlite3.Connection) -> None:
             try:
-                self._conn.execute(
-                    f"INSERT INTO runs ({_RUN_COLUMNS}) VALUES (?, ?, ?, ?, ?, 0, ?, ?, ?)",
-                    (
-                        run_id,
-                        task,
-                        "created",
-                        now,
-                        now,
-                        parent_id,
-                        branch_seq,
-                        json.dumps(info or {}),
-                    ),
+                conn.execute(
+                    f"INSERT INTO runs ({_RUN_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", row
                 )
             except sqlite3.IntegrityError as e:
                 raise ConcurrencyError(
                     f"A run with id {run_id!r} exists already; choose another id."
                 ) from e
-            except sqlite3.Error as e:
-                raise StoreError(f"Could not create run {run_id!r}: {e}") from e
+            _insert(conn, run_id, 0, events)
+
+        self._transaction(write, f"create run {run_id!r}")
         return self.run(run_id)
 
     def run(self, run_id: str) -> RunRecord:
@@ -198,51 +205,54 @@ class SQLiteEventStore:
     ) -> int:
         """Append `events` after `expected_seq` in one transaction; returns the new last seq."""
         last = expected_seq + len(events)
-        rows = [
-            (run_id, expected_seq + i, e.kind, e.payload, e.meta, e.recorded_at, e.version)
-            for i, e in enumerate(events, start=1)
-        ]
-        with self._lock:
-            conn = self._conn
+
+        def write(conn: sqlite3.Connection) -> None:
+            now = events[-1].recorded_at if events else time.time()
+            sql = "UPDATE runs SET last_seq = ?, updated_at = ?"
+            params: tuple[Any, ...] = (last, now)
+            if status is not None:
+                sql += ", status = ?"
+                params += (status,)
+            moved = conn.execute(
+                sql + " WHERE run_id = ? AND last_seq = ?", (*params, run_id, expected_seq)
+            ).rowcount
+            if moved == 0:
+                row = conn.execute(
+                    "SELECT last_seq FROM runs WHERE run_id = ?", (run_id,)
+                ).fetchone()
+                if row is None:
+                    raise UnknownRun(run_id, [])
+                raise ConcurrencyError(
+                    f"Run {run_id!r} is at seq {row[0]}, not {expected_seq}: another "
+                    "writer appended first. Nothing was written; reload the run."
+                )
             try:
-                conn.execute("BEGIN IMMEDIATE")
-                try:
-                    now = events[-1].recorded_at if events else time.time()
-                    sql = "UPDATE runs SET last_seq = ?, updated_at = ?"
-                    params: tuple[Any, ...] = (last, now)
-                    if status is not None:
-                        sql += ", status = ?"
-                        params += (status,)
-                    moved = conn.execute(
-                        sql + " WHERE run_id = ? AND last_seq = ?", (*params, run_id, expected_seq)
-                    ).rowcount
-                    if moved == 0:
-                        row = conn.execute(
-                            "SELECT last_seq FROM runs WHERE run_id = ?", (run_id,)
-                        ).fetchone()
-                        if row is None:
-                            raise UnknownRun(run_id, [])
-                        raise ConcurrencyError(
-                            f"Run {run_id!r} is at seq {row[0]}, not {expected_seq}: another "
-                            "writer appended first. Nothing was written; reload the run."
-                        )
-                    conn.executemany(
-                        "INSERT INTO events (run_id, seq, kind, payload, meta, recorded_at, "
-                        "version) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                        rows,
-                    )
-                except BaseException:
-                    conn.execute("ROLLBACK")
-                    raise
-                conn.execute("COMMIT")
+                _insert(conn, run_id, expected_seq, events)
             except sqlite3.IntegrityError as e:
                 raise ConcurrencyError(
                     f"Another writer appended to run {run_id!r} at seq {expected_seq + 1} "
                     "first. Nothing was written; reload the run."
                 ) from e
-            except sqlite3.Error as e:
-                raise StoreError(f"Could not append to run {run_id!r}: {e}") from e
+
+        self._transaction(write, f"append to run {run_id!r}")
         return last
+
+    def _transaction(self, write: Callable[[sqlite3.Connection], None], what: str) -> None:
+        """Run `write` in one `BEGIN IMMEDIATE` transaction: all of it is committed or, on any
+        failure (the COMMIT's own included), none of it, and the store stays usable."""
+        with self._lock:
+            conn = self._conn
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    write(conn)
+                    conn.execute("COMMIT")
+                except BaseException:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
+            except sqlite3.Error as e:
+                raise StoreError(f"Could not {what}; nothing was written ({e}).") from e
 
     def read(self, run_id: str, *, after: int = 0, upto: int | None = None) -> list[StoredEvent]:
         """The run's events with `after < seq <= upto`, in order."""
@@ -273,6 +283,17 @@ class SQLiteEventStore:
 
     def __repr__(self) -> str:
         return f"SQLiteEventStore({self.path!r})"
+
+
+def _insert(conn: sqlite3.Connection, run_id: str, after: int, events: Sequence[NewEvent]) -> None:
+    conn.executemany(
+        "INSERT INTO events (run_id, seq, kind, payload, meta, recorded_at, version) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?)",
+        [
+            (run_id, after + i, e.kind, e.payload, e.meta, e.recorded_at, e.version)
+            for i, e in enumerate(events, start=1)
+        ],
+    )
 
 
 def _run_record(row: tuple[Any, ...]) -> RunRecord:

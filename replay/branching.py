@@ -93,10 +93,8 @@ def branch_run(
 def copy_prefix(
     parent: Recording, target: EventStore, run_id: str, upto: int, *, parent_id: str
 ) -> None:
-    """Copy a run's facts up to seq `upto`, envelopes included, into a new child run."""
-    target.create_run(
-        run_id, parent.run.task, parent_id=parent_id, branch_seq=upto, info=dict(parent.run.info)
-    )
+    """Copy a run's facts up to seq `upto`, envelopes included, into a new child run, in one
+    transaction (the child never exists without them)."""
     events = [
         NewEvent(
             e.event, e.fact.model_dump_json(), encode_meta(e.state, e.step, e.metrics), e.timestamp
@@ -104,4 +102,12 @@ def copy_prefix(
         for e in parent.entries
         if e.seq <= upto
     ]
-    target.append(run_id, 0, events, status="running")
+    target.create_run(
+        run_id,
+        parent.run.task,
+        parent_id=parent_id,
+        branch_seq=upto,
+        info=dict(parent.run.info),
+        events=events,
+        status="running",
+    )

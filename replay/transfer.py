@@ -43,7 +43,8 @@ def export_run(store: EventStore, run_id: str) -> Iterator[str]:
 
 
 def import_runs(store: EventStore, lines: Iterable[str]) -> list[str]:
-    """Add the runs of an export to the store (each in one transaction); returns their ids."""
+    """Add the runs of an export to the store, each with its facts in one transaction; returns
+    their ids."""
     runs: list[tuple[dict[str, Any], list[NewEvent]]] = []
     for number, line in enumerate(lines, start=1):
         if not line.strip():
@@ -77,6 +78,7 @@ def import_runs(store: EventStore, lines: Iterable[str]) -> list[str]:
             branch_seq=run.get("branch_seq"),
             info=run.get("info") or {},
             created_at=run.get("created_at"),
+            events=events,
+            status=run.get("status", "imported"),
         )
-        store.append(run["run_id"], 0, events, status=run.get("status", "imported"))
     return [run["run_id"] for run, _ in runs]
