@@ -57,15 +57,46 @@ def _m001_initial(db: sqlite_utils.Database) -> None:
     )
 
 
+def _m002_append_only_inserts(db: sqlite_utils.Database) -> None:
+    """Append-only for inserts too: a fact goes right after its run's last one (no REPLACE of
+    an existing seq, whose implicit delete fires no delete trigger, and no gap), only into a run
+    of the catalog; and the catalog keeps every run that has facts."""
+    db.execute(
+        "CREATE TRIGGER events_insert_at_end BEFORE INSERT ON events "
+        "WHEN NEW.seq IS NOT (SELECT COALESCE(MAX(seq), 0) + 1 FROM events "
+        "WHERE run_id = NEW.run_id) "
+        "OR NOT EXISTS (SELECT 1 FROM runs WHERE run_id = NEW.run_id) BEGIN "
+        "SELECT RAISE(ABORT, 'events are append-only: a fact goes right after its run''s last "
+        "one, into a run of the catalog'); END"
+    )
+    db.execute(
+        "CREATE TRIGGER runs_insert_new BEFORE INSERT ON runs "
+        "WHEN EXISTS (SELECT 1 FROM runs WHERE run_id = NEW.run_id) BEGIN "
+        "SELECT RAISE(ABORT, 'runs: a run with this id exists already'); END"
+    )
+    db.execute(
+        "CREATE TRIGGER runs_keep_logged_runs BEFORE DELETE ON runs "
+        "WHEN EXISTS (SELECT 1 FROM events WHERE run_id = OLD.run_id) BEGIN "
+        "SELECT RAISE(ABORT, 'runs: a run that has facts cannot leave the catalog'); END"
+    )
+    db.execute(
+        "CREATE TRIGGER runs_keep_logged_ids BEFORE UPDATE OF run_id ON runs "
+        "WHEN NEW.run_id IS NOT OLD.run_id "
+        "AND EXISTS (SELECT 1 FROM events WHERE run_id = OLD.run_id) BEGIN "
+        "SELECT RAISE(ABORT, 'runs: a run that has facts cannot change its id'); END"
+    )
+
+
 MIGRATIONS: list[tuple[int, str, Callable[[sqlite_utils.Database], None]]] = [
     (1, "initial", _m001_initial),
+    (2, "append-only inserts", _m002_append_only_inserts),
 ]
 LATEST = MIGRATIONS[-1][0]
 
 
-def migrate(db: sqlite_utils.Database, current: int) -> int:
-    """Apply every migration newer than `current` in the caller's open transaction (which
-    must have read `current` inside it), and return the new version."""
+def migrate(db: sqlite_utils.Database, current: int, *, upto: int = LATEST) -> int:
+    """Apply every migration newer than `current` (up to `upto`) in the caller's open
+    transaction (which must have read `current` inside it), and return the new version."""
     if not db.conn.in_transaction:
         raise RuntimeError("migrate() runs inside the caller's BEGIN IMMEDIATE transaction")
     if "eventstore_migrations" not in db.table_names():
@@ -73,7 +104,7 @@ def migrate(db: sqlite_utils.Database, current: int) -> int:
             {"version": int, "name": str, "applied_at": float}, pk="version"
         )
     for version, name, apply in MIGRATIONS:
-        if version <= current:
+        if version <= current or version > upto:
             continue
         apply(db)
         db["eventstore_migrations"].insert(  # type: ignore[union-attr]

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import sqlite_utils
 
 from eventstore import (
     SCHEMA_VERSION,
@@ -22,6 +23,7 @@ from eventstore import (
     StoreError,
     UnknownRun,
 )
+from eventstore.migrations import MIGRATIONS, migrate
 
 
 @pytest.fixture(params=["memory", "file"])
@@ -61,6 +63,70 @@ def test_database_refuses_update_and_delete(store: SQLiteEventStore) -> None:
     with pytest.raises(sqlite3.IntegrityError, match="append-only: DELETE is refused"):
         conn.execute("DELETE FROM events")
     assert [e.kind for e in store.read("r")] == ["A"]
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "INSERT OR REPLACE INTO events VALUES ('r', 1, 'X', '{}', '{}', 0, 1)",
+        "REPLACE INTO events VALUES ('r', 2, 'X', '{}', '{}', 0, 1)",
+        "INSERT INTO events VALUES ('r', 4, 'X', '{}', '{}', 0, 1)",  # a gap after seq 2
+        "INSERT INTO events VALUES ('r', 0, 'X', '{}', '{}', 0, 1)",
+        "INSERT INTO events VALUES ('nobody', 1, 'X', '{}', '{}', 0, 1)",  # not in the catalog
+    ],
+)
+def test_database_refuses_inserts_that_are_not_appends(tmp_path: Path, sql: str) -> None:
+    store = SQLiteEventStore(tmp_path / "log.db")
+    store.create_run("r", "task", events=[ev("A"), ev("B")])
+    before = store.read("r")
+    plain = sqlite3.connect(tmp_path / "log.db")  # recursive_triggers off, as in the sqlite3 shell
+    with pytest.raises(sqlite3.IntegrityError, match="append-only: a fact goes right after"):
+        plain.execute(sql)
+    assert store.read("r") == before
+    plain.execute("INSERT INTO events VALUES ('r', 3, 'C', '{}', '{}', 0, 1)")  # an append
+    plain.close()
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "DELETE FROM runs WHERE run_id = 'r'",
+        "UPDATE runs SET run_id = 'other' WHERE run_id = 'r'",
+        "INSERT OR REPLACE INTO runs (run_id, task, status, created_at, updated_at, last_seq) "
+        "VALUES ('r', 'forged', 'done', 0, 0, 0)",
+    ],
+)
+def test_the_catalog_keeps_every_run_that_has_facts(tmp_path: Path, sql: str) -> None:
+    store = SQLiteEventStore(tmp_path / "log.db")
+    store.create_run("r", "task", events=[ev("A")])
+    store.create_run("empty", "task")
+    plain = sqlite3.connect(tmp_path / "log.db", isolation_level=None)
+    with pytest.raises(sqlite3.IntegrityError, match="runs: "):
+        plain.execute(sql)
+    assert (store.run("r").task, store.run("r").last_seq) == ("task", 1)
+    plain.execute("DELETE FROM runs WHERE run_id = 'empty'")  # nothing of it is logged
+    plain.close()
+    assert [r.run_id for r in store.runs()] == ["r"]
+
+
+def test_an_older_log_is_migrated_on_open_in_one_transaction(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    conn = sqlite3.connect(path)
+    conn.execute("BEGIN")
+    migrate(sqlite_utils.Database(conn), 0, upto=1)  # a log as the first release wrote it
+    conn.execute("INSERT INTO runs VALUES ('r', 't', 'done', NULL, NULL, 0, 0, 1, '{}')")
+    conn.execute("INSERT INTO events VALUES ('r', 1, 'A', '{}', '{}', 0, 1)")
+    conn.execute("COMMIT")
+    conn.close()
+    plain = sqlite3.connect(path)  # recursive_triggers off, as in the sqlite3 shell
+    plain.execute("INSERT OR REPLACE INTO events VALUES ('r', 1, 'FORGED', '{}', '{}', 0, 1)")
+    plain.commit()
+    plain.close()
+    with SQLiteEventStore(path, create=False) as s:
+        assert s._conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+            s._conn.execute("INSERT OR REPLACE INTO events VALUES ('r', 1, 'X', '{}', '{}', 0, 1)")
+        assert [e.kind for e in s.read("r")] == ["FORGED"]  # what was done before stays done
 
 
 def test_stale_writer_conflicts_and_writes_nothing(store: SQLiteEventStore) -> None:
@@ -154,7 +220,7 @@ def test_schema_version_and_migrations_table(tmp_path: Path) -> None:
     cols = [r[1] for r in conn.execute("PRAGMA table_info(events)")]
     assert cols == ["run_id", "seq", "kind", "payload", "meta", "recorded_at", "version"]
     assert conn.execute("SELECT version, name FROM eventstore_migrations").fetchall() == [
-        (1, "initial")
+        (version, name) for version, name, _ in MIGRATIONS
     ]
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
     conn.commit()
