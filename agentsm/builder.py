@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -15,6 +16,7 @@ from .context import ApprovalCallback, RunContext, Suspend, ToolRunner
 from .engine import AgentEngine
 from .errors import BuildError
 from .llm.base import LlmCaller
+from .redaction import Hook, Redactor
 from .states import AgentState, default_handlers
 from .tools import Tool, ToolRegistry, tool
 from .transitions import TransitionTable, build_transition_table
@@ -72,6 +74,7 @@ class AgentBuilder:
         self._run_id: str | None = None
         self._clock: Callable[[], float] = time.time
         self._tool_runner: ToolRunner | None = None
+        self._redactions: list[tuple[str | None, Hook]] = []
 
     def task_type(self, task_type: str) -> AgentBuilder:
         """The task type: the key for model selection in `config.models`."""
@@ -206,6 +209,26 @@ class AgentBuilder:
         self._tool_runner = runner
         return self
 
+    def redact(self, *hooks: Hook, name: str | None = None) -> AgentBuilder:
+        """Keep secrets and personal data out of the log: each hook (a regular expression, whose
+        matches become `[REDACTED]`, or a function `text -> text`) rewrites the free text of
+        every fact before it is recorded. The run records the hooks' labels (`name`, a
+        function's name, or `pattern N`), never the patterns; tools still get real arguments."""
+        for hook in hooks:
+            if isinstance(hook, str):
+                try:
+                    re.compile(hook)
+                except re.error as e:
+                    raise BuildError(
+                        f"redact({hook!r}): not a regular expression ({e}); fix the pattern."
+                    ) from e
+            elif not isinstance(hook, re.Pattern) and not callable(hook):
+                raise BuildError(
+                    f"redact({hook!r}): give a regular expression or a function text -> text."
+                )
+            self._redactions.append((name, hook))
+        return self
+
     # -- build ----------------------------------------------------------------------------
 
     def build_config(self) -> AgentConfig:
@@ -218,6 +241,7 @@ class AgentBuilder:
     def build(self) -> AgentEngine:
         """Check everything and make the engine; nothing is recorded until it runs."""
         llm, table, handlers, store = self._parts()
+        redactor = Redactor.of(self._redactions)
         definition = f.RunStarted(
             task=self._task,
             task_type=self._task_type,
@@ -227,6 +251,8 @@ class AgentBuilder:
             blacklisted_tools=tuple(dict.fromkeys(self._blacklist)),
             approval_required=tuple(dict.fromkeys(self._approval_required)),
             budget=self._budget,
+            idempotent_tools=tuple(t.name for t in self._tools if t.idempotent),
+            redactions=redactor.labels,
         )
         return AgentEngine(
             store=store,
@@ -239,6 +265,7 @@ class AgentBuilder:
             run_id=self._run_id,
             clock=self._clock,
             tool_runner=self._tool_runner,
+            redactor=redactor,
         )
 
     def attach(self, run_id: str) -> AgentEngine:
@@ -256,6 +283,7 @@ class AgentBuilder:
             approval=self._approval,
             clock=self._clock,
             tool_runner=self._tool_runner,
+            redactor=Redactor.of(self._redactions),
         )
 
     def _parts(

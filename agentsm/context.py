@@ -153,7 +153,7 @@ class RunContext:
 
         async def timed(call: ToolCall) -> tuple[ToolOutcome, float]:
             started = time.perf_counter()
-            outcome = await self._run_tool(call)
+            outcome = await self._run_tool(self._recorder.reveal(call))  # real arguments
             return outcome, round((time.perf_counter() - started) * 1000, 3)
 
         if len(calls) == 1:

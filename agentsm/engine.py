@@ -33,6 +33,7 @@ from .outputs import (
     TransitionTaken,
 )
 from .recorder import Recorder
+from .redaction import Redactor
 from .states.base import AgentState
 from .states.waiting import approval_requests
 from .tools import ToolOutcome, ToolRegistry
@@ -65,8 +66,11 @@ class AgentEngine:
         run_id: str | None = None,
         clock: Callable[[], float] = time.time,
         tool_runner: ToolRunner | None = None,
+        redactor: Redactor | None = None,
     ) -> None:
         self.run_id = run_id or uuid.uuid4().hex[:12]
+        if redactor is not None:  # the task reaches the catalog too: redacted like the facts
+            definition = redactor.fact(definition)
         self.store = store
         self.tools = tools
         self.llm = llm
@@ -76,7 +80,10 @@ class AgentEngine:
         self.definition = definition
         self._clock = clock
         self._tool_runner = tool_runner or self.run_tool
-        self._recorder = Recorder(store, self.run_id, initial_memory(definition), 0, clock)
+        self._redactor = redactor
+        self._recorder = Recorder(
+            store, self.run_id, initial_memory(definition), 0, clock, redactor=redactor
+        )
         self._state: str = State.Idle
         self._transitions = 0
         self._created = False
@@ -95,6 +102,7 @@ class AgentEngine:
         approval: ApprovalCallback | None = None,
         clock: Callable[[], float] = time.time,
         tool_runner: ToolRunner | None = None,
+        redactor: Redactor | None = None,
     ) -> AgentEngine:
         """An engine continuing a run already in the store, from its last committed fact."""
         stored = store.read(run_id)
@@ -112,9 +120,10 @@ class AgentEngine:
             run_id=run_id,
             clock=clock,
             tool_runner=tool_runner,
+            redactor=redactor,
         )
         memory, state = fold_with_state(facts)
-        engine._recorder = Recorder(store, run_id, memory, stored[-1].seq, clock)
+        engine._recorder = Recorder(store, run_id, memory, stored[-1].seq, clock, redactor=redactor)
         engine._state = state
         engine._transitions = sum(isinstance(x, f.Transitioned) for x in facts)
         engine._created = True

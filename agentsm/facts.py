@@ -58,7 +58,8 @@ class _Fact(BaseModel):
 
 
 class RunStarted(_Fact):
-    """The run's definition: everything memory starts from."""
+    """The run's definition: everything memory starts from, the tools' flags, and the labels of
+    the redaction hooks (which live only in the user's code: replay needs the builder)."""
 
     kind: Literal["RunStarted"] = "RunStarted"
     task: str
@@ -69,6 +70,8 @@ class RunStarted(_Fact):
     blacklisted_tools: tuple[str, ...] = ()
     approval_required: tuple[str, ...] = ()
     budget: TokenBudget | None = None
+    idempotent_tools: tuple[str, ...] = ()
+    redactions: tuple[str, ...] = ()
 
 
 class StepStarted(_Fact):

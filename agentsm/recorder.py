@@ -11,7 +11,8 @@ from eventstore import EventStore, NewEvent
 from .errors import OwnershipViolation
 from .facts import OWNERS, Fact
 from .memory import AgentMemory, apply
-from .types import State
+from .redaction import Redactor
+from .types import State, ToolCall
 
 __all__ = ["Recorder", "encode_meta"]
 
@@ -39,17 +40,23 @@ class Recorder:
         memory: AgentMemory,
         seq: int,
         clock: Callable[[], float],
+        *,
+        redactor: Redactor | None = None,
     ) -> None:
         self.store = store
         self.run_id = run_id
         self.memory = memory
         self.seq = seq
         self.clock = clock
+        self.redactor = redactor
         self._pending: list[NewEvent] = []
         self.observers: list[Callable[[int, str, Fact, AgentMemory], None]] = []
 
     def record(self, fact: Fact, state: str, metrics: dict[str, Any] | None = None) -> None:
-        """Apply `fact` to memory and buffer it for the next commit."""
+        """Redact `fact` (with the agent's hooks), apply it to memory and buffer it for the
+        next commit."""
+        if self.redactor is not None:
+            fact = self.redactor.fact(fact)
         owners = OWNERS.get(fact.kind)
         if owners is not None and state in _BUILTIN and state not in owners:
             raise OwnershipViolation(state, fact.kind, owners)
@@ -58,6 +65,10 @@ class Recorder:
         self._pending.append(NewEvent(fact.kind, fact.model_dump_json(), meta, self.clock()))
         for observer in self.observers:
             observer(self.seq + len(self._pending), state, fact, self.memory)
+
+    def reveal(self, call: ToolCall) -> ToolCall:
+        """The call with the real arguments its recorded (redacted) form stands for."""
+        return self.redactor.reveal(call) if self.redactor is not None else call
 
     @property
     def pending(self) -> int:

@@ -33,7 +33,11 @@ def replay_run(
     store = open_store(db)
     recording = Recording.load(store, run_id)
     definition = recording.definition
-    agent = builder(definition.task) if builder is not None else recorded_builder(definition)
+    agent = (
+        builder(definition.task)
+        if builder is not None
+        else recorded_builder(definition, recording.run_id)
+    )
     scratch = SQLiteEventStore(":memory:")
     agent.llm(RecordedLlm(recording.llm_outcomes)).store(scratch).run_id(recording.run_id)
     agent.on_approval(RecordedDecisions(recording.decisions))

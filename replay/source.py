@@ -14,7 +14,17 @@ from agentsm import AgentBuilder, BuildError
 from agentsm.facts import RunStarted
 from eventstore import EventStore, SQLiteEventStore, UnknownRun
 
-__all__ = ["Builder", "StoreLike", "load_builder", "open_store", "recorded_builder", "resolve_run"]
+from .errors import BuilderRequired
+
+__all__ = [
+    "Builder",
+    "StoreLike",
+    "builder_needs",
+    "load_builder",
+    "open_store",
+    "recorded_builder",
+    "resolve_run",
+]
 
 StoreLike = str | Path | EventStore
 Builder = Callable[[str], AgentBuilder]
@@ -79,9 +89,22 @@ def _unavailable(name: str) -> Callable[[dict[str, Any]], Any]:
     return run
 
 
-def recorded_builder(definition: RunStarted) -> AgentBuilder:
+def builder_needs(definition: RunStarted) -> list[str]:
+    """What of a recorded agent lives only in the user's code, so that replaying or branching
+    the run without the user's builder would run another agent."""
+    needs = []
+    if definition.redactions:
+        needs.append(f"redaction hooks ({', '.join(definition.redactions)})")
+    return needs
+
+
+def recorded_builder(definition: RunStarted, run_id: str = "") -> AgentBuilder:
     """An agent rebuilt from a run's recorded definition: same task, prompt, config, tool
-    schemas (without their functions), blacklist, approvals and budget."""
+    schemas (without their functions) and flags, blacklist, approvals and budget. A run whose
+    agent had parts only the user's code holds is refused (`BuilderRequired`)."""
+    needs = builder_needs(definition)
+    if needs:
+        raise BuilderRequired(run_id or "(this run)", needs)
     builder = (
         AgentBuilder(definition.task)
         .task_type(definition.task_type)
@@ -90,7 +113,11 @@ def recorded_builder(definition: RunStarted) -> AgentBuilder:
     )
     for schema in definition.tools:
         builder.tool(
-            schema.name, schema.description, schema.input_schema, _unavailable(schema.name)
+            schema.name,
+            schema.description,
+            schema.input_schema,
+            _unavailable(schema.name),
+            idempotent=schema.name in definition.idempotent_tools,
         )
     for name in definition.blacklisted_tools:
         builder.blacklist_tool(name)
