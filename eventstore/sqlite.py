@@ -7,6 +7,7 @@ import json
 import sqlite3
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -26,31 +27,36 @@ class SQLiteEventStore:
     """An event log in one SQLite file (or `":memory:"`), safe to share between threads and
     between processes.
 
-    `create=False` opens an existing log only and refuses a database that is not one, which is
-    what read-only tools want; the default creates the schema in a new or empty database.
-    `busy_timeout` is how many seconds a statement waits for another process's lock before it
-    fails (default 30).
+    `create=False` opens an existing log only and refuses a database that is not one; the
+    default creates the schema in a new or empty database. `read_only=True` opens the file with
+    SQLite's `mode=ro` and never writes to it, also where the user may only read (inspection
+    tools). `busy_timeout` is how many seconds a statement waits for another process's lock
+    before it fails (default 30).
     """
 
     def __init__(
-        self, path: str | Path = ":memory:", *, create: bool = True, busy_timeout: float = 30.0
+        self,
+        path: str | Path = ":memory:",
+        *,
+        create: bool = True,
+        read_only: bool = False,
+        busy_timeout: float = 30.0,
     ) -> None:
         self.path = str(path)
+        self.read_only = read_only
         self.busy_timeout = busy_timeout
-        if not create and self.path != ":memory:" and not Path(self.path).exists():
+        if (not create or read_only) and self.path != ":memory:" and not Path(self.path).exists():
             raise NotAnEventLog(
                 f"No database at {self.path!r}. Check the path, or record a run into it first."
             )
         self._lock = threading.RLock()
         try:
-            self._conn = sqlite3.connect(
-                self.path, isolation_level=None, check_same_thread=False, timeout=busy_timeout
-            )
-        except sqlite3.Error as e:
-            raise StoreError(f"Cannot open {self.path!r} ({e}). Check the path.") from e
+            self._conn = self._connect()
+        except sqlite3.DatabaseError as e:
+            raise self._unusable(e) from e
         try:
-            self._open_schema(create)
-            if self.path != ":memory:":
+            self._open_schema(create and not read_only)
+            if self.path != ":memory:" and not read_only:
                 # only now is the file known to be an agentsm log: a foreign one is never touched
                 self._conn.execute("PRAGMA journal_mode = WAL")
                 self._conn.execute("PRAGMA synchronous = NORMAL")
@@ -60,16 +66,51 @@ class SQLiteEventStore:
                 raise self._unusable(e) from e
             raise
 
+    def _connect(self) -> sqlite3.Connection:
+        def connect(target: str, uri: bool = False) -> sqlite3.Connection:
+            return sqlite3.connect(
+                target,
+                uri=uri,
+                isolation_level=None,
+                check_same_thread=False,
+                timeout=self.busy_timeout,
+            )
+
+        if not self.read_only or self.path == ":memory:":
+            return connect(self.path)
+        uri = f"file:{urllib.parse.quote(str(Path(self.path).resolve()))}?mode=ro"
+        conn = connect(uri, uri=True)
+        try:
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            return conn
+        except sqlite3.OperationalError:
+            conn.close()
+            if Path(self.path + "-wal").exists():
+                raise
+        # A WAL log in a directory the user may only read: SQLite cannot create the -shm index
+        # there. Without a -wal file every committed fact is in the main file: read it as is.
+        return connect(uri + "&immutable=1", uri=True)
+
     def _unusable(self, e: sqlite3.DatabaseError) -> StoreError:
         if isinstance(e, sqlite3.OperationalError) and "locked" in str(e):
             return StoreError(
                 f"{self.path!r} stayed locked by another process for {self.busy_timeout:g}s "
                 "(busy_timeout); try again, or raise the timeout."
             )
+        if isinstance(e, sqlite3.OperationalError) and "unable to open" in str(e):
+            return StoreError(f"Cannot open {self.path!r} ({e}); check the path and permissions.")
         return NotAnEventLog(
-            f"{self.path!r} is not a usable SQLite database ({e}). "
-            "Point to an agentsm event log, or to a new file to create one."
+            f"{self.path!r} is not a usable SQLite database: damaged or not SQLite at all "
+            f"({e}). Point to an agentsm event log or a new file, or restore it from a backup."
         )
+
+    def _rows(self, sql: str, args: tuple[Any, ...] = ()) -> list[Any]:
+        """The rows of one query; a damaged file is a `StoreError`, not a raw sqlite3 error."""
+        with self._lock:
+            try:
+                return self._conn.execute(sql, args).fetchall()
+            except sqlite3.DatabaseError as e:
+                raise self._unusable(e) from e
 
     def _schema(self) -> tuple[int, set[str]]:
         version = int(self._conn.execute("PRAGMA user_version").fetchone()[0])
@@ -106,8 +147,8 @@ class SQLiteEventStore:
         reads the version inside it, so that processes opening one new file at once agree."""
         conn = self._conn
         version, tables = self._schema()
-        if not self._check_schema(version, tables, create):
-            return
+        if not self._check_schema(version, tables, create) or self.read_only:
+            return  # a read-only reader takes an older schema as it is
         conn.execute("BEGIN IMMEDIATE")
         try:
             version, tables = self._schema()
@@ -165,33 +206,30 @@ class SQLiteEventStore:
 
     def run(self, run_id: str) -> RunRecord:
         """The catalog entry of one run; `UnknownRun` names the closest ids when it is missing."""
-        with self._lock:
-            row = self._conn.execute(
-                f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id = ?", (run_id,)
-            ).fetchone()
-            if row is None:
-                ids = [r[0] for r in self._conn.execute("SELECT run_id FROM runs")]
-                prefixed = [i for i in ids if i.startswith(run_id)] if run_id else []
-                raise UnknownRun(run_id, prefixed or difflib.get_close_matches(run_id, ids, n=3))
-        return _run_record(row)
+        rows = self._rows(f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id = ?", (run_id,))
+        if not rows:
+            ids = [r[0] for r in self._rows("SELECT run_id FROM runs")]
+            prefixed = [i for i in ids if i.startswith(run_id)] if run_id else []
+            raise UnknownRun(run_id, prefixed or difflib.get_close_matches(run_id, ids, n=3))
+        return _run_record(rows[0])
 
     def runs(self) -> list[RunRecord]:
         """Every run, oldest first."""
-        with self._lock:
-            rows = self._conn.execute(
-                f"SELECT {_RUN_COLUMNS} FROM runs ORDER BY created_at, rowid"
-            ).fetchall()
+        rows = self._rows(f"SELECT {_RUN_COLUMNS} FROM runs ORDER BY created_at, rowid")
         return [_run_record(r) for r in rows]
 
     def set_status(self, run_id: str, status: str) -> None:
         """Change a run's status in the catalog (the catalog is not the log: it may change)."""
-        with self._lock:
-            cur = self._conn.execute(
+
+        def write(conn: sqlite3.Connection) -> None:
+            cur = conn.execute(
                 "UPDATE runs SET status = ?, updated_at = ? WHERE run_id = ?",
                 (status, time.time(), run_id),
             )
             if cur.rowcount == 0:
                 self.run(run_id)
+
+        self._transaction(write, f"set the status of run {run_id!r}")
 
     # -- the log ---------------------------------------------------------------------------
 
@@ -264,10 +302,9 @@ class SQLiteEventStore:
         if upto is not None:
             sql += " AND seq <= ?"
             args += (upto,)
-        with self._lock:
-            rows = self._conn.execute(sql + " ORDER BY seq", args).fetchall()
-            if not rows and after == 0:
-                self.run(run_id)
+        rows = self._rows(sql + " ORDER BY seq", args)
+        if not rows and after == 0:
+            self.run(run_id)
         return [StoredEvent(r[0], r[1], r[2], r[3], json.loads(r[4]), r[5], r[6]) for r in rows]
 
     def close(self) -> None:

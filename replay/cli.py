@@ -36,8 +36,9 @@ __all__ = ["main"]
 out = Style(sys.stdout)
 
 
-def _store(args: argparse.Namespace) -> EventStore:
-    return open_store(args.db)
+def _store(args: argparse.Namespace, *, write: bool = False) -> EventStore:
+    """The log of `--db`; commands that only inspect it open it read-only."""
+    return open_store(args.db, read_only=not write)
 
 
 def _builder(args: argparse.Namespace, required: bool = False) -> Builder | None:
@@ -214,7 +215,7 @@ def cmd_branch(args: argparse.Namespace) -> int:
     config = _config_arg(args.config) if args.config else None
     answer = LlmResponse.final_answer(args.answer) if args.answer is not None else None
     builder = _builder(args, required=args.live)
-    store = _store(args)
+    store = _store(args, write=True)
     live = None
     if args.live and builder is not None:
         live = builder(Recording.load(store, args.run).definition.task).build().llm
@@ -241,7 +242,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     builder = _builder(args, required=True)
     assert builder is not None
     try:
-        answer = resume_run(_store(args), args.run, builder)
+        answer = resume_run(_store(args, write=True), args.run, builder)
     except HumanInputRequired as e:
         for request in e.requests:
             call = f"{request.call.name}({json.dumps(request.call.args, ensure_ascii=False)})"
@@ -268,7 +269,7 @@ def _decide(
             raise UsageError(
                 """--args must be a JSON object of arguments, e.g. --args '{"amount": 5}'."""
             )
-        store = _store(args)
+        store = _store(args, write=True)
         decisions = decide(
             store,
             args.run,

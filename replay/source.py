@@ -32,10 +32,11 @@ Builder = Callable[[str], AgentBuilder]
 prompts, config, table and handlers. Replay supplies the LLM and the store."""
 
 
-def open_store(db: StoreLike) -> EventStore:
-    """The store itself, or an existing SQLite log at that path (never a new empty one)."""
+def open_store(db: StoreLike, *, read_only: bool = False) -> EventStore:
+    """The store itself, or an existing SQLite log at that path (never a new empty one);
+    `read_only` opens the file so that nothing can be written to it."""
     if isinstance(db, str | Path):
-        return SQLiteEventStore(db, create=False)
+        return SQLiteEventStore(db, create=False, read_only=read_only)
     return db
 
 
