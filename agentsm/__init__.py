@@ -12,6 +12,7 @@ from .errors import (
     AgentError,
     AgentFailed,
     BuildError,
+    EngineBusy,
     EngineError,
     HandlerCrashed,
     HumanInputRequired,
@@ -34,7 +35,7 @@ from .outputs import (
     TransitionTaken,
 )
 from .states import AgentState
-from .tools import Tool, ToolOutcome, ToolRegistry, tool
+from .tools import Tool, ToolContext, ToolOutcome, ToolRegistry, tool
 from .trace import Trace, TraceEntry
 from .transitions import TransitionTable, build_transition_table
 from .types import (
@@ -65,6 +66,7 @@ __all__ = [
     "ApprovalNeeded",
     "ApprovalRequest",
     "BuildError",
+    "EngineBusy",
     "EngineError",
     "Event",
     "FinalAnswer",
@@ -86,6 +88,7 @@ __all__ = [
     "TokenUsage",
     "Tool",
     "ToolCall",
+    "ToolContext",
     "ToolFinished",
     "ToolOutcome",
     "ToolRegistry",

@@ -13,11 +13,13 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from . import facts as f
+from .errors import OwnershipViolation
 from .facts import Decision, Fact
 from .llm.base import LlmCaller
 from .memory import AgentMemory
 from .outputs import AgentOutput, ToolFinished, ToolStarted
 from .recorder import Recorder
+from .tool_context import ToolContext, _current
 from .tools import ToolOutcome, ToolRegistry
 from .types import AgentConfig, ApprovalRequest, LlmResponse, ToolCall
 
@@ -38,6 +40,8 @@ class Suspend:
 
 
 SUSPEND = Suspend()
+
+_ENGINE_FACTS = frozenset({"RunStarted", "Transitioned", "RunBranched", "RunAborted"})
 
 
 class RunContext:
@@ -75,7 +79,10 @@ class RunContext:
         return self._recorder.memory.config
 
     def record(self, fact: Fact, metrics: dict[str, Any] | None = None) -> None:
-        """Record a fact: it is applied to memory now and committed with the transition."""
+        """Record a fact: it is applied to memory now and committed with the transition. The
+        engine's own facts (RunStarted, Transitioned, RunBranched, RunAborted) are refused."""
+        if fact.kind in _ENGINE_FACTS:
+            raise OwnershipViolation(self.state, fact.kind, frozenset())
         self._recorder.record(fact, self.state, metrics)
 
     def commit(self) -> None:
@@ -135,32 +142,60 @@ class RunContext:
 
     async def run_tools(self, calls: tuple[ToolCall, ...], *, concurrent: bool) -> None:
         """Run calls (one after another, or all at once), each recorded as started before it
-        runs and as executed after; results are recorded in call order."""
+        runs and as executed after; results are recorded in call order. A call abandoned with
+        its outcome unknown stays in flight (not executed), and a sequence stops there."""
         if not calls:
             return
         if not concurrent:
             for call in calls:
-                await self._run_batch((call,))
+                if not await self._run_batch((call,)):
+                    return
             return
         await self._run_batch(calls)
 
-    async def _run_batch(self, calls: tuple[ToolCall, ...]) -> None:
+    def _tool_context(self, call: ToolCall, seq: int) -> ToolContext:
+        planned = self.memory.planned_calls
+        position = next((i for i, c in enumerate(planned) if c is call), None)
+        if position is None:  # not a planned call (a custom handler's): keyed by its start
+            key = f"{self.run_id}-seq{seq}"
+            return ToolContext(self.run_id, call.id, call.name, self.memory.step, 0, key)
+        return ToolContext(self.run_id, call.id, call.name, self.memory.step, position)
+
+    async def _run_batch(self, calls: tuple[ToolCall, ...]) -> bool:
+        """Run calls at once; False if one was abandoned with its outcome unknown. A tool that
+        raised KeyboardInterrupt or SystemExit gets a failed result, and the exception is raised
+        again once the batch is recorded."""
         for call in calls:
             self.record(f.ToolCallStarted(call=call))
         self.commit()
+        first_seq = self._recorder.seq - len(calls) + 1
+        contexts = [self._tool_context(c, first_seq + i) for i, c in enumerate(calls)]
         for call in calls:
             self.emit(ToolStarted(call))
+        stops: list[BaseException] = []
 
-        async def timed(call: ToolCall) -> tuple[ToolOutcome, float]:
+        async def timed(call: ToolCall, context: ToolContext) -> tuple[ToolOutcome, float]:
             started = time.perf_counter()
-            outcome = await self._run_tool(self._recorder.reveal(call))  # real arguments
+            token = _current.set(context)
+            try:
+                outcome = await self._run_tool(self._recorder.reveal(call))  # real arguments
+            except (KeyboardInterrupt, SystemExit) as e:
+                stops.append(e)
+                outcome = ToolOutcome.failed(
+                    type(e).__name__, f"'{call.name}' raised {e!r}, which stopped the run"
+                )
+            finally:
+                _current.reset(token)
             return outcome, round((time.perf_counter() - started) * 1000, 3)
 
         if len(calls) == 1:
-            done = [await timed(calls[0])]
+            done = [await timed(calls[0], contexts[0])]
         else:
-            done = list(await asyncio.gather(*(timed(c) for c in calls)))
+            done = list(await asyncio.gather(*map(timed, calls, contexts)))
         for call, (outcome, ms) in zip(calls, done, strict=True):
+            self.emit(ToolFinished(call, outcome.observation, outcome.success))
+            if not outcome.known:
+                continue  # stays in flight: whether it took effect is for a human to say
             self.record(
                 f.ToolExecuted(
                     call=call,
@@ -170,7 +205,10 @@ class RunContext:
                 ),
                 {"duration_ms": ms},
             )
-            self.emit(ToolFinished(call, outcome.observation, outcome.success))
+        if stops:
+            self.commit()
+            raise stops[0]
+        return all(outcome.known for outcome, _ in done)
 
     async def ask_human(self, request: ApprovalRequest) -> Decision | None:
         """The human's decision on a call, or None when no decision can be had now."""

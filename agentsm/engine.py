@@ -6,7 +6,8 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Literal, NoReturn
 
 from eventstore import EventStore
@@ -16,6 +17,7 @@ from ._sync import run_sync
 from .context import ApprovalCallback, RunContext, Suspend, ToolRunner
 from .errors import (
     AgentFailed,
+    EngineBusy,
     EngineError,
     HandlerCrashed,
     HumanInputRequired,
@@ -88,6 +90,7 @@ class AgentEngine:
         self._transitions = 0
         self._created = False
         self._closed = False
+        self._busy = False
 
     @classmethod
     def attach(
@@ -198,14 +201,15 @@ class AgentEngine:
     async def run_until(self, seq: int) -> int:
         """Run transitions until the log reaches seq `seq` (or the run ends or waits); returns
         the seq reached. Replay uses it to stop exactly where a run was branched."""
-        token = _text_sink.set(None)
-        try:
-            if not self._created:
-                self._create()
-            while self.seq < seq and await self._tick(lambda output: None) is None:
-                pass
-        finally:
-            _text_sink.reset(token)
+        with self._driving():
+            token = _text_sink.set(None)
+            try:
+                if not self._created:
+                    self._create()
+                while self.seq < seq and await self._tick(lambda output: None) is None:
+                    pass
+            finally:
+                _text_sink.reset(token)
         return self.seq
 
     def _result(self, ending: Ending) -> str:
@@ -227,17 +231,29 @@ class AgentEngine:
         self._recorder.create(self.definition.task, created_at=created_at, status="running")
         self._created = True
 
-    async def _drive(self, emit: Callable[[AgentOutput], None]) -> Ending:
-        token = _text_sink.set(lambda text: emit(TextDelta(text)))
+    @contextmanager
+    def _driving(self) -> Iterator[None]:
+        """One driver at a time: a second `arun()` while the first runs is refused."""
+        if self._busy:
+            raise EngineBusy(self.run_id)
+        self._busy = True
         try:
-            if not self._created:
-                self._create()
-            while True:
-                ending = await self._tick(emit)
-                if ending is not None:
-                    return ending
+            yield
         finally:
-            _text_sink.reset(token)
+            self._busy = False
+
+    async def _drive(self, emit: Callable[[AgentOutput], None]) -> Ending:
+        with self._driving():
+            token = _text_sink.set(lambda text: emit(TextDelta(text)))
+            try:
+                if not self._created:
+                    self._create()
+                while True:
+                    ending = await self._tick(emit)
+                    if ending is not None:
+                        return ending
+            finally:
+                _text_sink.reset(token)
 
     async def _tick(self, emit: Callable[[AgentOutput], None]) -> Ending | None:
         state = self._state
@@ -256,12 +272,25 @@ class AgentEngine:
             approval=self.approval,
             emit=emit,
         )
+        if state not in TERMINAL_STATES:
+            cap = self.memory.config.effective_safety_cap()
+            if self._transitions >= cap:  # before the handler's effects, not after them
+                self._abort(SafetyCapExceeded(self._transitions + 1, cap))
         try:
             event = await handler.handle(ctx)
         except EngineError as e:
             self._abort(e)
         except Exception as e:
             self._abort(HandlerCrashed(state, e), cause=e)
+        except asyncio.CancelledError as e:
+            task = asyncio.current_task()
+            if task is None or not task.cancelling():
+                self._abort(HandlerCrashed(state, e), cause=e)
+            self._stop()
+            raise
+        except (KeyboardInterrupt, SystemExit):
+            self._stop()
+            raise
         if isinstance(event, Suspend):
             self._recorder.flush(status="waiting")
             emit(ApprovalNeeded(tuple(approval_requests(self.run_id, self.memory))))
@@ -275,9 +304,6 @@ class AgentEngine:
             else:
                 emit(RunErrored(self.memory.error or "Unknown error"))
             return ending
-        cap = self.memory.config.effective_safety_cap()
-        if self._transitions >= cap:
-            self._abort(SafetyCapExceeded(self._transitions + 1, cap))
         try:
             target = self.table.next_state(state, event)
         except EngineError as e:
@@ -288,6 +314,12 @@ class AgentEngine:
         self._transitions += 1
         emit(TransitionTaken(state, event, target, self.memory.step))
         return None
+
+    def _stop(self) -> None:
+        """The run was stopped from outside (cancelled, Ctrl-C) or by a tool (`sys.exit`): keep
+        what was recorded, with the calls that were running left in flight, and mark the run
+        "stopped"; it is resumed like a run whose process died."""
+        self._recorder.flush(status="stopped")
 
     def _abort(self, error: EngineError, cause: BaseException | None = None) -> NoReturn:
         """Keep what the handler recorded, add RunAborted, mark the run, raise."""

@@ -4,6 +4,7 @@ AgentError                   root of everything agentsm raises
 ├── BuildError               setup: the builder or a table was given something unusable
 ├── AgentFailed              the run ended in Error; `.error` holds the recorded reason
 ├── HumanInputRequired       the run waits for a human decision and has no callback
+├── EngineBusy               an engine was asked to drive its run while it already does
 └── EngineError              structural faults: the run stops where it is
     ├── InvalidTransition    a handler returned an event the table has no row for
     ├── NoHandlerForState    the current state has no handler
@@ -23,6 +24,7 @@ __all__ = [
     "AgentError",
     "AgentFailed",
     "BuildError",
+    "EngineBusy",
     "EngineError",
     "HandlerCrashed",
     "HumanInputRequired",
@@ -60,6 +62,18 @@ class HumanInputRequired(AgentError):
         super().__init__(
             f"Run {run_id} waits for a human decision on {names}. Give `.on_approval(callback)` "
             "to the builder, or record the decision later and resume the run."
+        )
+
+
+class EngineBusy(AgentError):
+    """An engine drives one run at a time: `arun()` / `run()` / `stream()` was called while
+    the same engine was still running. Nothing was recorded by the refused call."""
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        super().__init__(
+            f"This engine is already driving run {run_id}; two drivers at once would interleave "
+            "their facts. Await the first run, or build a second engine for a second run."
         )
 
 
@@ -110,6 +124,12 @@ class OwnershipViolation(EngineError):
     def __init__(self, state: str, kind: str, owners: frozenset[str]) -> None:
         self.state = state
         self.kind = kind
+        if not owners:
+            super().__init__(
+                f"The handler of {state} recorded {kind}, which only the engine records. Return "
+                "an event instead: the engine records the transition the table gives for it."
+            )
+            return
         super().__init__(
             f"State {state} recorded {kind}, which only {', '.join(sorted(owners))} may record. "
             "Move that work to the owning state's handler."

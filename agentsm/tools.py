@@ -1,38 +1,47 @@
 """Tools: the registry the engine runs them from, and `@tool`, which derives a schema from hints.
 
 A tool never crashes the loop: an unknown name, arguments that break the schema, an exception
-or a timeout all come back as an `ERROR: {type}: {message}` observation the LLM can read.
+or a timeout all come back as an `ERROR: {type}: {message}` observation the LLM can read. A call
+that times out is abandoned at once; unless its tool is idempotent, its outcome is unknown (it
+may have taken effect), and a human is asked, as after a crash. A tool that raises
+`KeyboardInterrupt` or `SystemExit` stops the run: the exception goes on to the caller.
 """
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import inspect
 import json
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, overload
+from typing import Any, get_args, overload
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
+from ._invoke import call_with_deadline
 from ._sync import run_sync
 from .errors import BuildError
 from .schema import schema_errors
+from .tool_context import ToolContext, _current
 from .types import ToolSchema
 
-__all__ = ["Tool", "ToolOutcome", "ToolRegistry", "tool"]
+__all__ = ["Tool", "ToolContext", "ToolOutcome", "ToolRegistry", "tool"]
 
 ToolFunc = Callable[..., Any]
 
 
 @dataclass(frozen=True)
 class ToolOutcome:
-    """The result of one tool execution, already phrased as the observation the LLM will see."""
+    """The result of one tool execution, already phrased as the observation the LLM will see.
+
+    `known` is False for a call abandoned before it reported (a timeout): it may or may not
+    have taken effect, so it is not recorded as executed and a human is asked.
+    """
 
     observation: str
     success: bool
     error_type: str | None = None
+    known: bool = True
 
     @classmethod
     def ok(cls, result: Any) -> ToolOutcome:
@@ -45,13 +54,19 @@ class ToolOutcome:
         """A failure as data: `ERROR: {type}: {message}`."""
         return cls(f"ERROR: {error_type}: {message}", False, error_type)
 
+    @classmethod
+    def unknown(cls, error_type: str, message: str) -> ToolOutcome:
+        """A call abandoned before it reported; whether it took effect is unknown."""
+        return cls(f"ERROR: {error_type}: {message}", False, error_type, known=False)
+
 
 class Tool:
     """A callable tool: its schema, its function, and how to call it.
 
     `keywords=True` calls `func(**args)` after validating the arguments with a pydantic model
     built from the function's signature (the `@tool` form); otherwise `func(args)` gets the
-    argument dict, checked against `schema` (the explicit form).
+    argument dict, checked against `schema` (the explicit form). `context_param` names the
+    parameter that receives the call's `ToolContext`.
     """
 
     def __init__(
@@ -65,6 +80,7 @@ class Tool:
         idempotent: bool = False,
         timeout: float | None = None,
         model: type[BaseModel] | None = None,
+        context_param: str | None = None,
     ) -> None:
         if not name or not isinstance(name, str):
             raise BuildError(f"A tool needs a non-empty string name, not {name!r}.")
@@ -80,6 +96,7 @@ class Tool:
         self.idempotent = idempotent
         self.timeout = timeout
         self._model = model
+        self.context_param = context_param
         self.is_async = inspect.iscoroutinefunction(func)
 
     @property
@@ -100,9 +117,13 @@ class Tool:
             return {k: getattr(parsed, k) for k in type(parsed).model_fields}, []
         return args, schema_errors(args, self.schema)
 
-    def invoke(self, args: dict[str, Any]) -> Any:
+    def invoke(self, args: dict[str, Any], context: ToolContext | None = None) -> Any:
         """Call the function with validated arguments (a coroutine for async tools)."""
-        return self.func(**args) if self.keywords else self.func(args)
+        if not self.keywords:
+            return self.func(args)
+        if self.context_param is not None:
+            args = {**args, self.context_param: context or ToolContext("", "", self.name)}
+        return self.func(**args)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.func(*args, **kwargs)
@@ -112,13 +133,23 @@ class Tool:
         return f"<Tool {self.name!r}{' async' if self.is_async else ''}{flags}>"
 
 
-def _schema_from_signature(func: ToolFunc, name: str) -> tuple[dict[str, Any], type[BaseModel]]:
+def _is_context(hint: Any) -> bool:
+    return hint is ToolContext or ToolContext in get_args(hint)
+
+
+def _schema_from_signature(
+    func: ToolFunc, name: str
+) -> tuple[dict[str, Any], type[BaseModel], str | None]:
     fields: dict[str, Any] = {}
+    context_param = None
     hints = inspect.get_annotations(func, eval_str=True)
     for pname, param in inspect.signature(func).parameters.items():
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
             raise BuildError(f"@tool {name!r}: *args and **kwargs cannot be described to an LLM.")
         hint = hints.get(pname, Any)
+        if _is_context(hint):
+            context_param = pname  # filled by the engine, never shown to the LLM
+            continue
         default = ... if param.default is inspect.Parameter.empty else param.default
         fields[pname] = (hint, default)
     model = create_model(f"{name}_args", __config__=ConfigDict(extra="forbid"), **fields)
@@ -126,7 +157,7 @@ def _schema_from_signature(func: ToolFunc, name: str) -> tuple[dict[str, Any], t
     schema.pop("title", None)
     for prop in schema.get("properties", {}).values():
         prop.pop("title", None)
-    return schema, model
+    return schema, model, context_param
 
 
 @overload
@@ -153,13 +184,15 @@ def tool(
     timeout: float | None = None,
 ) -> Tool | Callable[[ToolFunc], Tool]:
     """Make a tool of a typed function: the schema comes from its hints, the description from
-    the first paragraph of its docstring. `idempotent` tools may be re-run on resume."""
+    the first paragraph of its docstring. `idempotent` tools may be re-run on resume (and after
+    a timeout) without asking a human. A parameter typed `ToolContext` receives the call's
+    context and is not part of the schema."""
 
     def wrap(fn: ToolFunc) -> Tool:
         tool_name = name or fn.__name__
         doc = inspect.getdoc(fn) or ""
         desc = description or doc.split("\n\n")[0].replace("\n", " ").strip() or tool_name
-        schema, model = _schema_from_signature(fn, tool_name)
+        schema, model, context_param = _schema_from_signature(fn, tool_name)
         return Tool(
             tool_name,
             desc,
@@ -169,6 +202,7 @@ def tool(
             idempotent=idempotent,
             timeout=timeout,
             model=model,
+            context_param=context_param,
         )
 
     return wrap(func) if func is not None else wrap
@@ -248,28 +282,38 @@ class ToolRegistry:
         return entry, values
 
     async def aexecute(
-        self, name: str, args: dict[str, Any], *, timeout: float | None = None
+        self,
+        name: str,
+        args: dict[str, Any],
+        *,
+        timeout: float | None = None,
+        context: ToolContext | None = None,
     ) -> ToolOutcome:
-        """Run a tool; every failure comes back as an `ERROR:` outcome, never as an exception.
-        Sync tools run in a worker thread so that they neither block the loop nor each other."""
+        """Run a tool; every failure comes back as an `ERROR:` outcome, never as an exception,
+        except a `KeyboardInterrupt` or `SystemExit` the tool raised, which is raised again.
+        Sync tools run on threads of their own, so they neither block the loop nor each other,
+        and one that misses its timeout is abandoned at once. `context` defaults to that of the
+        call the engine is running (`ToolContext.current()`)."""
         prepared = self._prepare(name, args)
         if isinstance(prepared, ToolOutcome):
             return prepared
         entry, values = prepared
         limit = entry.timeout if entry.timeout is not None else timeout
-        try:
-            async with asyncio.timeout(limit):
-                if entry.is_async:
-                    result = await entry.invoke(values)
-                else:
-                    result = await asyncio.to_thread(entry.invoke, values)
-                    if inspect.isawaitable(result):
-                        result = await result
-        except TimeoutError:
-            return ToolOutcome.failed("TimeoutError", f"tool '{name}' did not finish in {limit}s")
-        except Exception as e:  # failure is data: the LLM reads it
-            return ToolOutcome.failed(type(e).__name__, str(e))
-        return ToolOutcome.ok(result)
+        ctx = context or _current.get() or ToolContext("", "", name)
+        settled = await call_with_deadline(
+            lambda: entry.invoke(values, ctx), is_async=entry.is_async, name=name, limit=limit
+        )
+        if settled is None:
+            message = f"tool '{name}' did not finish in {limit}s and was abandoned"
+            if entry.idempotent:
+                return ToolOutcome.failed("TimeoutError", message)
+            return ToolOutcome.unknown("TimeoutError", f"{message}; it may have taken effect")
+        kind, value = settled
+        if kind == "stop":
+            raise value
+        if kind == "error":  # failure is data: the LLM reads it
+            return ToolOutcome.failed(type(value).__name__, str(value))
+        return ToolOutcome.ok(value)
 
     def execute(
         self, name: str, args: dict[str, Any], *, timeout: float | None = None

@@ -27,7 +27,7 @@ from eventstore import NewEvent, SQLiteEventStore
 
 @tool
 async def noop(n: int) -> str:
-    """Return its argument (async: a sync tool adds one worker-thread hop per call)."""
+    """Return its argument (async: a sync tool starts a thread per call)."""
     return str(n)
 
 

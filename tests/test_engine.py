@@ -305,3 +305,39 @@ def test_log_does_not_repeat_the_conversation() -> None:
     early, late = sizes[requests[5].seq], sizes[requests[-1].seq]
     assert late == early  # the request fact does not grow with the history
     assert len(engine.memory.history) == steps
+
+
+@pytest.mark.parametrize("state", ["Planning", "Checking"])
+def test_a_handler_may_not_record_the_engines_facts(state: str) -> None:
+    def forger(ctx: RunContext) -> str:
+        ctx.record(f.Transitioned(from_state=state, event="Forged", to_state="Done"))
+        return "Checked"
+
+    table = build_transition_table().with_rows(
+        {("Idle", "Start"): state, ("Checking", "Checked"): "Planning"}
+    )
+    agent = base("t", []).transitions(table).handler(state, forger)
+    engine = agent.handler("Checking", forger).build()
+    with pytest.raises(OwnershipViolation, match="only the engine records"):
+        engine.run()
+    transitions = [x for x in engine.trace().facts() if isinstance(x, f.Transitioned)]
+    assert [t.event for t in transitions] == ["Start"]
+    assert engine.trace()[-1].event == "RunAborted"
+
+
+def test_the_safety_cap_is_checked_before_a_handlers_effects() -> None:
+    effects: list[int] = []
+
+    def spin(ctx: RunContext) -> str:
+        effects.append(ctx.memory.step)  # stands for an LLM call or a tool run
+        return "Spin"
+
+    table = build_transition_table().with_rows(
+        {("Idle", "Start"): "Spin", ("Spin", "Spin"): "Spin"}
+    )
+    engine = base("loop", []).transitions(table).handler("Spin", spin).build()
+    with pytest.raises(SafetyCapExceeded):
+        engine.run()
+    facts = engine.trace().facts()
+    from_spin = [x for x in facts if isinstance(x, f.Transitioned) and x.from_state == "Spin"]
+    assert len(effects) == len(from_spin)  # every handler call led to its transition

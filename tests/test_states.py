@@ -218,14 +218,28 @@ class TestActing:
             return text
 
         tools = ToolRegistry()
-        tools.add(tool(timeout=0.05)(slow))
+        tools.add(tool(timeout=0.05, idempotent=True)(slow))
         h = Harness(tools=tools).given(
             "Planning", planned(ToolCall(name="slow", args={"text": "x"}))
         )
         assert h.handle(ActingState()) == Event.ToolFailure
-        assert (
-            h.memory.last_observation == "ERROR: TimeoutError: tool 'slow' did not finish in 0.05s"
+        assert h.memory.last_observation == (
+            "ERROR: TimeoutError: tool 'slow' did not finish in 0.05s and was abandoned"
         )
+
+    def test_timeout_of_a_tool_not_idempotent_asks_a_human(self) -> None:
+        async def slow(text: str) -> str:
+            await asyncio.sleep(5)
+            return text
+
+        tools = ToolRegistry()
+        tools.add(tool(timeout=0.05)(slow))
+        call = ToolCall(name="slow", args={"text": "x"})
+        h = Harness(tools=tools).given("Planning", planned(call))
+        assert h.handle(ActingState()) == Event.ToolOutcomeUnknown
+        assert h.memory.in_flight == (call.id,) and h.memory.results == ()
+        assert h.memory.pending_approval == (call.id,)
+        assert h.memory.approval_reason == "outcome_unknown"
 
     def test_several_calls_run_in_order(self) -> None:
         seen: list[str] = []

@@ -16,8 +16,9 @@ def _outcome(ctx: RunContext) -> str:
 
 
 def _interrupted(ctx: RunContext) -> bool:
-    """Calls that started before the process stopped and may not be re-run without a human:
-    record the question and say so. Idempotent tools are simply run again."""
+    """Calls that started and never reported (the process stopped, or the call timed out and
+    was abandoned) and may not be re-run without a human: record the question and say so.
+    Idempotent tools are simply run again."""
     unsure = tuple(
         c.id
         for c in ctx.memory.unfinished_calls()
@@ -48,6 +49,8 @@ class ActingState:
         if _interrupted(ctx):
             return Event.ToolOutcomeUnknown
         await ctx.run_tools(ctx.memory.unfinished_calls(), concurrent=False)
+        if _interrupted(ctx):
+            return Event.ToolOutcomeUnknown
         return _outcome(ctx)
 
     def __repr__(self) -> str:
@@ -66,6 +69,8 @@ class ParallelActingState:
         if _interrupted(ctx):
             return Event.ToolOutcomeUnknown
         await ctx.run_tools(ctx.memory.unfinished_calls(), concurrent=True)
+        if _interrupted(ctx):
+            return Event.ToolOutcomeUnknown
         return _outcome(ctx) if ctx.memory.results else Event.ToolFailure
 
     def __repr__(self) -> str:

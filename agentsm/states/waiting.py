@@ -13,8 +13,9 @@ from ..types import ApprovalRequest, State, ToolCall
 QUESTIONS = {
     "approval": "tool requires approval",
     "outcome_unknown": (
-        "the process stopped while this call ran: did it take effect? Approve to run it again, "
-        "reject to not run it again"
+        "this call started but never reported a result (the process stopped, or the call timed "
+        "out and was abandoned): did it take effect? Approve to run it again, reject to not run "
+        "it again"
     ),
 }
 

@@ -1,0 +1,44 @@
+"""ToolContext: what a tool may learn about the call it serves (the run, the call, a key).
+
+A `@tool` function that declares a parameter of type `ToolContext` gets one; the parameter is
+left out of the schema the LLM sees. Its `idempotency_key` is the same each time the same
+planned call runs (a re-run a human approved after a crash or a timeout included) and differs
+between calls, so a service that honours idempotency keys (Stripe-style) does the work once.
+"""
+
+from __future__ import annotations
+
+import uuid
+from contextvars import ContextVar
+from dataclasses import dataclass
+
+__all__ = ["ToolContext"]
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """The run and the call a tool is serving, and an idempotency key for its side effects.
+
+    `step` and `position` place the call in the run (the planning step, its index among that
+    step's calls); `call_id` is the label the LLM gave the call (not unique across a run).
+    """
+
+    run_id: str
+    call_id: str
+    tool: str
+    step: int = 0
+    position: int = 0
+    idempotency_key: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.idempotency_key:
+            key = f"{self.run_id}-{self.step}-{self.position}" if self.run_id else uuid.uuid4().hex
+            object.__setattr__(self, "idempotency_key", key)
+
+    @classmethod
+    def current(cls) -> ToolContext | None:
+        """The context of the tool call running now (in a tool or a custom tool runner)."""
+        return _current.get()
+
+
+_current: ContextVar[ToolContext | None] = ContextVar("agentsm_tool_context", default=None)
