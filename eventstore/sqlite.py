@@ -307,6 +307,26 @@ class SQLiteEventStore:
             self.run(run_id)
         return [StoredEvent(r[0], r[1], r[2], r[3], json.loads(r[4]), r[5], r[6]) for r in rows]
 
+    def backup(self, dest: str | Path) -> None:
+        """Copy the whole log, as one consistent snapshot, into the new file `dest` with SQLite's
+        backup API: unlike copying the .db file, the copy holds the facts still in the -wal, and
+        writers may go on meanwhile."""
+        target = Path(dest)
+        if target.exists():
+            raise StoreError(f"{str(target)!r} exists already; back up into a new file.")
+        try:
+            copy = sqlite3.connect(target)
+        except sqlite3.Error as e:
+            raise StoreError(f"Cannot create {str(target)!r} ({e}); check the path.") from e
+        try:
+            with self._lock:
+                self._conn.backup(copy)
+        except sqlite3.DatabaseError as e:
+            copy.close()
+            target.unlink(missing_ok=True)
+            raise self._unusable(e) from e
+        copy.close()
+
     def close(self) -> None:
         """Close the connection; the store cannot be used afterwards."""
         with self._lock:

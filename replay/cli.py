@@ -305,6 +305,13 @@ def cmd_import(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_backup(args: argparse.Namespace) -> int:
+    with SQLiteEventStore(args.db, read_only=True) as store:
+        store.backup(args.dest)
+    print(f"backed up {printable(args.db)} to {printable(args.dest)}")
+    return 0
+
+
 def cmd_graph(args: argparse.Namespace) -> int:
     from agentsm import build_transition_table
     from agentsm.pictures import path_of, save, state_diagram, to_mermaid
@@ -517,6 +524,14 @@ def _parser() -> argparse.ArgumentParser:
         "agentsm --db other.db import run.jsonl",
     )
     imp.add_argument("file", help="the export file, or - for standard input")
+    bak = add(
+        "backup",
+        cmd_backup,
+        "copy the database, live or not, into a new file (one consistent snapshot)",
+        "agentsm --db runs.db backup runs-copy.db",
+    )
+    bak.add_argument("dest", help="the new file to write")
+    bak.add_argument("--db", default=argparse.SUPPRESS, help="the log to copy (default: --db)")
     return parser
 
 

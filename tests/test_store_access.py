@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -135,3 +136,24 @@ def test_a_damaged_file_gives_a_clear_error(tmp_path: Path) -> None:
         assert result.returncode == 2
         assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
         assert "not a usable SQLite database" in result.stderr, result.stderr
+
+
+def test_backup_holds_the_facts_that_are_only_in_the_wal(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    record(db, crash=True)
+    assert Path(f"{db}-wal").stat().st_size > 0
+    with SQLiteEventStore(db, read_only=True) as live:
+        facts = live.read("run1")
+    plain = tmp_path / "plain-copy.db"
+    shutil.copy(db, plain)  # what a user copying only the .db gets: the WAL's facts are lost
+    with SQLiteEventStore(plain) as copied:
+        held = [e for run in copied.runs() for e in copied.read(run.run_id)]
+        assert len(held) < len(facts)
+    result = agentsm("backup", str(tmp_path / "backup.db"), "--db", str(db))
+    assert result.returncode == 0, result.stderr
+    assert not Path(f"{tmp_path / 'backup.db'}-wal").exists()  # one self-contained file
+    with SQLiteEventStore(tmp_path / "backup.db", read_only=True) as backup:
+        assert backup.read("run1") == facts
+        assert backup.run("run1").status == "done"
+    again = agentsm("--db", str(db), "backup", str(tmp_path / "backup.db"))
+    assert again.returncode == 2 and "exists already" in again.stderr
