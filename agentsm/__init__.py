@@ -14,12 +14,15 @@ from .errors import (
     BuildError,
     EngineBusy,
     EngineError,
+    FactVersionTooNew,
     HandlerCrashed,
     HumanInputRequired,
     InvalidTransition,
     NoHandlerForState,
     OwnershipViolation,
     SafetyCapExceeded,
+    UnreadableFact,
+    UnrecordableFact,
 )
 from .events import Event
 from .llm import LlmCaller, MockLlmCaller
@@ -69,6 +72,7 @@ __all__ = [
     "EngineBusy",
     "EngineError",
     "Event",
+    "FactVersionTooNew",
     "FinalAnswer",
     "HandlerCrashed",
     "HistoryEntry",
@@ -99,6 +103,8 @@ __all__ = [
     "TraceEntry",
     "TransitionTable",
     "TransitionTaken",
+    "UnreadableFact",
+    "UnrecordableFact",
     "apply",
     "build_transition_table",
     "fold",

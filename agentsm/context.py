@@ -13,7 +13,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from . import facts as f
-from .errors import OwnershipViolation
+from .codec import clean_text
+from .errors import OwnershipViolation, UnrecordableFact
 from .facts import Decision, Fact
 from .llm.base import LlmCaller
 from .memory import AgentMemory
@@ -23,13 +24,17 @@ from .tool_context import ToolContext, _current
 from .tools import ToolOutcome, ToolRegistry
 from .types import AgentConfig, ApprovalRequest, LlmResponse, ToolCall
 
-__all__ = ["SUSPEND", "ApprovalCallback", "RunContext", "Suspend", "ToolRunner"]
+__all__ = ["SUSPEND", "UNRECORDABLE", "ApprovalCallback", "RunContext", "Suspend", "ToolRunner"]
 
 ApprovalCallback = Callable[[ApprovalRequest], Any]
 """Gets a request; returns True (approve), False (reject) or a dict of new arguments,
 directly or as an awaitable."""
 
 ToolRunner = Callable[[ToolCall], Awaitable[ToolOutcome]]
+
+UNRECORDABLE = "Unrecordable"
+"""The error type of an LLM response or tool output that could not be recorded as given (NaN,
+a lone surrogate, a value JSON cannot hold): the run goes on with the refusal as data."""
 
 
 class Suspend:
@@ -135,9 +140,15 @@ class RunContext:
                 )
             fact = f.LlmResponded(purpose=purpose, response=response)
         except Exception as e:  # a provider failure is data
-            fact = f.LlmFailed(purpose=purpose, error_type=type(e).__name__, message=str(e))
+            fact = f.LlmFailed(
+                purpose=purpose, error_type=type(e).__name__, message=clean_text(str(e))
+            )
         latency = round((time.perf_counter() - started) * 1000, 3)
-        self.record(fact, {"latency_ms": latency})
+        try:
+            self.record(fact, {"latency_ms": latency})
+        except UnrecordableFact as e:  # bad values from the LLM are data too: a refusal
+            fact = f.LlmFailed(purpose=purpose, error_type=UNRECORDABLE, message=e.problem)
+            self.record(fact, {"latency_ms": latency})
         return fact
 
     async def run_tools(self, calls: tuple[ToolCall, ...], *, concurrent: bool) -> None:
@@ -193,22 +204,27 @@ class RunContext:
         else:
             done = list(await asyncio.gather(*map(timed, calls, contexts)))
         for call, (outcome, ms) in zip(calls, done, strict=True):
+            if outcome.known:  # else it stays in flight: a human says whether it took effect
+                outcome = self._record_result(call, outcome, ms)
             self.emit(ToolFinished(call, outcome.observation, outcome.success))
-            if not outcome.known:
-                continue  # stays in flight: whether it took effect is for a human to say
-            self.record(
-                f.ToolExecuted(
-                    call=call,
-                    observation=outcome.observation,
-                    success=outcome.success,
-                    error_type=outcome.error_type,
-                ),
-                {"duration_ms": ms},
-            )
         if stops:
             self.commit()
             raise stops[0]
         return all(outcome.known for outcome, _ in done)
+
+    def _record_result(self, call: ToolCall, outcome: ToolOutcome, ms: float) -> ToolOutcome:
+        """Record a call's outcome; one that cannot be stored is recorded as a failure saying
+        why, which is what the LLM then sees."""
+        try:
+            self.record(_executed(call, outcome), {"duration_ms": ms})
+            return outcome
+        except UnrecordableFact as e:
+            problem = e.problem
+        outcome = ToolOutcome.failed(
+            UNRECORDABLE, f"the output of '{call.name}' cannot be stored: {problem}"
+        )
+        self.record(_executed(call, outcome), {"duration_ms": ms})
+        return outcome
 
     async def ask_human(self, request: ApprovalRequest) -> Decision | None:
         """The human's decision on a call, or None when no decision can be had now."""
@@ -234,3 +250,12 @@ class RunContext:
 
     def __repr__(self) -> str:
         return f"RunContext(run_id={self.run_id!r}, state={self.state!r}, step={self.memory.step})"
+
+
+def _executed(call: ToolCall, outcome: ToolOutcome) -> f.ToolExecuted:
+    return f.ToolExecuted(
+        call=call,
+        observation=outcome.observation,
+        success=outcome.success,
+        error_type=outcome.error_type,
+    )

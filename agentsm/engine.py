@@ -14,6 +14,7 @@ from eventstore import EventStore
 
 from . import facts as f
 from ._sync import run_sync
+from .codec import clean_text
 from .context import ApprovalCallback, RunContext, Suspend, ToolRunner
 from .errors import (
     AgentFailed,
@@ -324,7 +325,8 @@ class AgentEngine:
     def _abort(self, error: EngineError, cause: BaseException | None = None) -> NoReturn:
         """Keep what the handler recorded, add RunAborted, mark the run, raise."""
         self._recorder.record(
-            f.RunAborted(error_type=type(error).__name__, message=str(error)), self._state
+            f.RunAborted(error_type=type(error).__name__, message=clean_text(str(error))),
+            self._state,
         )
         self._recorder.flush(status="aborted")
         raise error from cause

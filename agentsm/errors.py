@@ -5,12 +5,15 @@ AgentError                   root of everything agentsm raises
 ├── AgentFailed              the run ended in Error; `.error` holds the recorded reason
 ├── HumanInputRequired       the run waits for a human decision and has no callback
 ├── EngineBusy               an engine was asked to drive its run while it already does
+├── UnreadableFact           a stored fact cannot be decoded (damaged, or an unknown kind)
+│   └── FactVersionTooNew    a stored fact is of a newer version than this code reads
 └── EngineError              structural faults: the run stops where it is
     ├── InvalidTransition    a handler returned an event the table has no row for
     ├── NoHandlerForState    the current state has no handler
     ├── SafetyCapExceeded    more transitions than the safety cap allows
     ├── OwnershipViolation   a handler recorded a fact its state does not own
-    └── HandlerCrashed       a handler raised instead of returning an event
+    ├── HandlerCrashed       a handler raised instead of returning an event
+    └── UnrecordableFact     a fact would not read back as written: nothing was recorded
 """
 
 from __future__ import annotations
@@ -26,12 +29,15 @@ __all__ = [
     "BuildError",
     "EngineBusy",
     "EngineError",
+    "FactVersionTooNew",
     "HandlerCrashed",
     "HumanInputRequired",
     "InvalidTransition",
     "NoHandlerForState",
     "OwnershipViolation",
     "SafetyCapExceeded",
+    "UnreadableFact",
+    "UnrecordableFact",
 ]
 
 
@@ -146,3 +152,50 @@ class HandlerCrashed(EngineError):
             f"The handler of {state} raised {type(error).__name__}: {error}. Handlers return "
             "events; turn recoverable failures into data (an observation) instead of raising."
         )
+
+
+class UnrecordableFact(EngineError):
+    """A fact would not decode to itself (NaN, a lone surrogate, a value JSON cannot hold), so
+    it was not recorded: the log only holds what it can give back."""
+
+    def __init__(self, kind: str, problem: str) -> None:
+        self.kind = kind
+        self.problem = problem
+        super().__init__(
+            f"{kind} cannot be recorded: {problem}. Nothing was written; give plain JSON values "
+            "(finite numbers, valid Unicode text, dicts with string keys, lists)."
+        )
+
+
+class UnreadableFact(AgentError):
+    """A stored fact cannot be decoded; only the run that holds it is affected."""
+
+    def __init__(self, run_id: str, seq: int, kind: str, reason: str) -> None:
+        self.run_id = run_id
+        self.seq = seq
+        self.kind = kind
+        self.reason = reason
+        super().__init__(
+            f"Run {run_id} cannot be read: its {kind} fact at seq {seq} does not decode "
+            f"({reason}). The log was damaged or written by other software; the other runs "
+            "are unaffected."
+        )
+
+
+class FactVersionTooNew(UnreadableFact):
+    """A stored fact was written by a newer agentsm, at a version of its kind this code does
+    not know."""
+
+    def __init__(self, run_id: str, seq: int, kind: str, version: int, known: int) -> None:
+        AgentError.__init__(
+            self,
+            f"Run {run_id} cannot be read: its {kind} fact at seq {seq} is version {version}, "
+            f"newer than version {known} that this agentsm reads. Upgrade agentsm to read this "
+            "run; the other runs are unaffected.",
+        )
+        self.run_id = run_id
+        self.seq = seq
+        self.kind = kind
+        self.reason = f"version {version} is newer than {known}"
+        self.version = version
+        self.known = known

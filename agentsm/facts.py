@@ -3,14 +3,19 @@
 Facts are frozen pydantic models in one union discriminated on `kind`. Measurements (durations,
 latencies, timestamps) are not facts: they live in the envelope, which replay does not compare.
 `OWNERS` says which state may record which fact; the engine refuses anything else.
+
+Each kind has a `version`. A change to a kind's fields raises its version and registers an
+upcaster from the old one on `FACTS` (`@FACTS.register("Kind", old_version)`), so that every
+log ever written stays readable.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from .codec import FactCodec
 from .types import (
     AgentConfig,
     HistoryEntry,
@@ -22,6 +27,7 @@ from .types import (
 )
 
 __all__ = [
+    "FACTS",
     "FACT_ADAPTER",
     "OWNERS",
     "AnswerRejected",
@@ -55,6 +61,8 @@ Purpose = Literal["plan", "reflect"]
 
 class _Fact(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
+    version: ClassVar[int] = 1
+    """The version of this kind's fields; raised (with an upcaster) when they change."""
 
 
 class RunStarted(_Fact):
@@ -283,7 +291,11 @@ Fact = Annotated[
     Field(discriminator="kind"),
 ]
 
-FACT_ADAPTER: TypeAdapter[Fact] = TypeAdapter(Fact)
+FACTS = FactCodec(get_args(get_args(Fact)[0]))
+"""Encodes facts (checking that each reads back as written) and decodes them, upcasting older
+versions; upcasters are registered on it."""
+
+FACT_ADAPTER: TypeAdapter[Fact] = FACTS.adapter
 
 _P, _A, _PA = State.Planning, State.Acting, State.ParallelActing
 

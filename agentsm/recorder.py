@@ -8,8 +8,9 @@ from typing import Any
 
 from eventstore import EventStore, NewEvent
 
-from .errors import OwnershipViolation
-from .facts import OWNERS, Fact
+from .codec import value_problem
+from .errors import OwnershipViolation, UnrecordableFact
+from .facts import FACTS, OWNERS, Fact
 from .memory import AgentMemory, apply
 from .redaction import Redactor
 from .types import State, ToolCall
@@ -54,15 +55,22 @@ class Recorder:
 
     def record(self, fact: Fact, state: str, metrics: dict[str, Any] | None = None) -> None:
         """Redact `fact` (with the agent's hooks), apply it to memory and buffer it for the
-        next commit."""
+        next commit; a fact that would not read back as written raises `UnrecordableFact` and
+        changes nothing."""
         if self.redactor is not None:
             fact = self.redactor.fact(fact)
         owners = OWNERS.get(fact.kind)
         if owners is not None and state in _BUILTIN and state not in owners:
             raise OwnershipViolation(state, fact.kind, owners)
+        payload = FACTS.encode(fact)
+        problem = value_problem(metrics, "metrics") if metrics else None
+        if problem:
+            raise UnrecordableFact(fact.kind, problem)
         self.memory = apply(self.memory, fact)
         meta = encode_meta(state, self.memory.step, metrics)
-        self._pending.append(NewEvent(fact.kind, fact.model_dump_json(), meta, self.clock()))
+        self._pending.append(
+            NewEvent(fact.kind, payload, meta, self.clock(), FACTS.version(fact.kind))
+        )
         for observer in self.observers:
             observer(self.seq + len(self._pending), state, fact, self.memory)
 

@@ -10,15 +10,19 @@ from typing import IO, Any
 from eventstore import EventStore, StoredEvent
 
 from . import facts as f
-from .facts import FACT_ADAPTER, Fact
+from .facts import FACTS, Fact
 from .text import printable
 
 __all__ = ["Trace", "TraceEntry", "decode", "summarize"]
 
 
 def decode(event: StoredEvent) -> Fact:
-    """The fact stored in one event of the log."""
-    return FACT_ADAPTER.validate_json(event.payload)
+    """The fact stored in one event of the log, at the current version of its kind;
+    `UnreadableFact` (or `FactVersionTooNew`) names the run, seq and kind it cannot decode."""
+    fact: Fact = FACTS.decode(
+        event.payload, event.kind, event.version, run_id=event.run_id, seq=event.seq
+    )
+    return fact
 
 
 @dataclass(frozen=True)

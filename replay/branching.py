@@ -15,6 +15,7 @@ from agentsm import (
     ToolOutcome,
 )
 from agentsm import facts as f
+from agentsm.facts import FACTS
 from agentsm.recorder import encode_meta
 from eventstore import EventStore, NewEvent
 
@@ -97,7 +98,11 @@ def copy_prefix(
     transaction (the child never exists without them)."""
     events = [
         NewEvent(
-            e.event, e.fact.model_dump_json(), encode_meta(e.state, e.step, e.metrics), e.timestamp
+            e.event,
+            FACTS.encode(e.fact),
+            encode_meta(e.state, e.step, e.metrics),
+            e.timestamp,
+            FACTS.version(e.event),
         )
         for e in parent.entries
         if e.seq <= upto

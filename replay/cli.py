@@ -15,7 +15,14 @@ from typing import Any, Literal, NoReturn
 
 from pydantic import ValidationError
 
-from agentsm import AgentConfig, AgentError, AgentFailed, HumanInputRequired, LlmResponse
+from agentsm import (
+    AgentConfig,
+    AgentError,
+    AgentFailed,
+    HumanInputRequired,
+    LlmResponse,
+    UnreadableFact,
+)
 from agentsm.memory import fold_with_state
 from eventstore import EventStore, SQLiteEventStore, StoreError
 
@@ -102,8 +109,14 @@ def cmd_runs(args: argparse.Namespace) -> int:
                 walk(run_id, level + 1)
 
         walk(None, 0)
+    unreadable: list[UnreadableFact] = []
     for r in ordered:
-        memory, _ = fold_with_state(e.fact for e in Recording.load(store, r.run_id).entries)
+        try:
+            memory, _ = fold_with_state(e.fact for e in Recording.load(store, r.run_id).entries)
+            steps, tokens = str(memory.step), str(memory.total_usage.total_tokens)
+        except UnreadableFact as e:  # that run only: the others are listed
+            unreadable.append(e)
+            steps, tokens = "?", "?"
         indent = "  " * depth.get(r.run_id, 0) + ("└ " if depth.get(r.run_id) else "")
         parent = f"{r.parent_id}@{r.branch_seq}" if r.parent_id else ""
         rows.append(
@@ -111,8 +124,8 @@ def cmd_runs(args: argparse.Namespace) -> int:
                 indent + r.run_id,
                 r.task[:40] + ("…" if len(r.task) > 40 else ""),
                 out.status(r.status),
-                str(memory.step),
-                str(memory.total_usage.total_tokens),
+                steps,
+                tokens,
                 _when(r.created_at),
                 f"{r.updated_at - r.created_at:.2f}s",
                 parent,
@@ -123,7 +136,9 @@ def cmd_runs(args: argparse.Namespace) -> int:
         return 0
     headers = ["id", "task", "status", "steps", "tokens", "started", "duration", "parent"]
     print(table(headers, rows, out))
-    return 0
+    for problem in unreadable:
+        print(f"agentsm: {problem}", file=sys.stderr)
+    return 1 if unreadable else 0
 
 
 def cmd_show(args: argparse.Namespace) -> int:
@@ -354,7 +369,11 @@ def cmd_family(args: argparse.Namespace) -> int:
     run_id = resolve_run(store, args.run)
     labels = {}
     for r in store.runs():
-        memory, _ = fold_with_state(e.fact for e in Recording.load(store, r.run_id).entries)
+        try:
+            memory, _ = fold_with_state(e.fact for e in Recording.load(store, r.run_id).entries)
+        except UnreadableFact:
+            labels[r.run_id] = "(unreadable)"
+            continue
         labels[r.run_id] = memory.final_answer or memory.error or ""
     print(f"wrote {save(family_tree(store, run_id, labels), args.out)}")
     return 0

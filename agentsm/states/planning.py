@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from .. import facts as f
-from ..context import RunContext
+from ..context import UNRECORDABLE, RunContext
 from ..events import Event
 from ..types import HistoryEntry, LlmResponse, State
 
@@ -54,6 +54,14 @@ class PlanningState:
             return Event.BudgetExceeded
         ctx.record(f.StepStarted(step=memory.step + 1))
         outcome = await ctx.call_llm("plan")
+        if isinstance(outcome, f.LlmFailed) and outcome.error_type == UNRECORDABLE:
+            ctx.record(
+                f.AnswerRejected(
+                    content="",
+                    reason=f"the response could not be recorded ({outcome.message})",
+                )
+            )
+            return Event.AnswerTooShort
         if isinstance(outcome, f.LlmFailed):
             ctx.record(
                 f.RunFailed(

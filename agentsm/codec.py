@@ -1,0 +1,194 @@
+"""How facts are written and read back: the round-trip rule, versions and upcasters.
+
+Nothing is committed that cannot be read back: `encode` checks that decoding its own output
+gives the same fact and raises `UnrecordableFact` otherwise (NaN, infinity, a lone surrogate, a
+value JSON cannot hold). Each kind of fact has a version (`version` on its class); `decode` turns
+an older version into the current one through the registered upcasters, and refuses a version
+newer than this code with `FactVersionTooNew`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Callable, Iterable
+from typing import Annotated, Any, Union
+
+from pydantic import BaseModel, Field, TypeAdapter, ValidationError
+
+from .errors import FactVersionTooNew, UnreadableFact, UnrecordableFact
+
+__all__ = ["FactCodec", "Upcaster", "clean_text", "value_problem"]
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
+"""Turns the JSON of one fact at version n into the JSON of the same fact at version n + 1."""
+
+
+def clean_text(text: str) -> str:
+    """`text` with every lone surrogate replaced by U+FFFD, so that it can be stored as UTF-8
+    (for descriptions such as exception messages, which must never stop a fact's recording)."""
+    return _SURROGATE.sub("\ufffd", text) if _has_surrogate(text) else text
+
+
+def _has_surrogate(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def _show(value: Any) -> str:
+    text = ascii(value)
+    return text if len(text) <= 40 else text[:39] + "…"
+
+
+def value_problem(value: Any, path: str = "value") -> str | None:
+    """The first part of `value` that JSON text cannot hold as it is, as a sentence naming its
+    path, or None when it is plain JSON (dicts with string keys, lists, str, int, finite float,
+    bool, None)."""
+    if value is None or isinstance(value, bool | int):
+        return None
+    if isinstance(value, float):
+        if math.isfinite(value):
+            return None
+        return f"{path} is {value!r}, and JSON has no NaN or infinity"
+    if isinstance(value, str):
+        if _has_surrogate(value):
+            at = _SURROGATE.search(value).start()  # type: ignore[union-attr]
+            return f"{path} holds a lone surrogate ({_show(value[at])}) at index {at}"
+        return None
+    if isinstance(value, BaseModel):
+        return value_problem(value.__dict__, path)
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                return f"{path} has the key {_show(key)}, and JSON keys are strings"
+            problem = value_problem(key, f"{path} key") or value_problem(item, f"{path}.{key}")
+            if problem:
+                return problem
+        return None
+    if isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            problem = value_problem(item, f"{path}[{i}]")
+            if problem:
+                return problem
+        return None
+    return f"{path} is a {type(value).__name__} ({_show(value)}), which JSON cannot hold"
+
+
+def _difference(before: Any, after: Any, path: str) -> str | None:
+    """Where a value read back differs from the one written (first path), as a sentence."""
+    if type(before) is not type(after):
+        return (
+            f"{path} is the {type(before).__name__} {_show(before)}, read back as the "
+            f"{type(after).__name__} {_show(after)}"
+        )
+    if isinstance(before, BaseModel):
+        return _difference(before.__dict__, after.__dict__, path)
+    if isinstance(before, dict):
+        for key in before:
+            if key not in after:
+                return f"{path}.{key} is lost when read back"
+            found = _difference(before[key], after[key], f"{path}.{key}")
+            if found:
+                return found
+        return None
+    if isinstance(before, list | tuple):
+        if len(before) != len(after):
+            return f"{path} has {len(before)} items, read back as {len(after)}"
+        for i, (a, b) in enumerate(zip(before, after, strict=True)):
+            found = _difference(a, b, f"{path}[{i}]")
+            if found:
+                return found
+        return None
+    if before != after:
+        return f"{path} is {_show(before)}, read back as {_show(after)}"
+    return None
+
+
+class FactCodec:
+    """Encodes facts as JSON text and decodes them at the current version of their kind.
+
+    `types` are the fact models (each with a `kind` literal and a `version` class variable);
+    `register(kind, version)` adds the upcaster from that version to the next.
+    """
+
+    def __init__(self, types: Iterable[type[BaseModel]]) -> None:
+        models = tuple(types)
+        self.types: tuple[type[BaseModel], ...] = models
+        self.versions: dict[str, int] = {
+            m.model_fields["kind"].default: int(getattr(m, "version", 1)) for m in models
+        }
+        union: Any = Union[models]  # noqa: UP007 - a union built from a runtime tuple
+        self.adapter: TypeAdapter[Any] = TypeAdapter(Annotated[union, Field(discriminator="kind")])
+        self.upcasters: dict[tuple[str, int], Upcaster] = {}
+
+    def register(self, kind: str, version: int) -> Callable[[Upcaster], Upcaster]:
+        """Decorator: `func` turns `kind` at `version` into `kind` at `version + 1`."""
+
+        def add(func: Upcaster) -> Upcaster:
+            self.upcasters[(kind, version)] = func
+            return func
+
+        return add
+
+    def version(self, kind: str) -> int:
+        """The version of `kind` that this code writes."""
+        return self.versions[kind]
+
+    def encode(self, fact: BaseModel) -> str:
+        """The fact as JSON text, after checking that it decodes to the same fact."""
+        kind = str(getattr(fact, "kind", type(fact).__name__))
+        try:
+            text = fact.model_dump_json()
+        except ValueError:  # pydantic's serialization errors derive from ValueError
+            found = value_problem(fact, kind) or f"{kind} cannot be written as JSON"
+            raise UnrecordableFact(kind, found) from None
+        try:
+            back = self.adapter.validate_json(text)
+        except ValidationError:
+            back = None
+        if back != fact:
+            problem = value_problem(fact, kind)
+            if problem is None and back is not None:
+                problem = _difference(fact, back, kind)
+            raise UnrecordableFact(kind, problem or f"{kind} does not read back as written")
+        return text
+
+    def decode(
+        self, payload: str, kind: str, version: int = 1, *, run_id: str = "", seq: int = 0
+    ) -> Any:
+        """The fact stored as `payload` at `version`, upcast to the current version of `kind`.
+
+        Raises `FactVersionTooNew` for a version newer than this code, `UnreadableFact` for
+        anything else that cannot be decoded; both name the run, the seq and the kind."""
+        current = self.versions.get(kind)
+        if current is None:
+            raise UnreadableFact(run_id, seq, kind, f"this agentsm knows no fact kind {kind!r}")
+        if version > current:
+            raise FactVersionTooNew(run_id, seq, kind, version, current)
+        try:
+            if version == current:
+                return self.adapter.validate_json(payload)
+            data = json.loads(payload)
+            for step in range(version, current):
+                upcast = self.upcasters.get((kind, step))
+                if upcast is None:
+                    raise UnreadableFact(
+                        run_id, seq, kind, f"no upcaster turns version {step} into {step + 1}"
+                    )
+                data = upcast(data)
+            return self.adapter.validate_python(data)
+        except (ValidationError, ValueError, KeyError, TypeError) as e:
+            reason = e.errors()[0]["msg"] if isinstance(e, ValidationError) else repr(e)
+            where = ""
+            if isinstance(e, ValidationError) and e.errors()[0]["loc"]:
+                where = " at " + ".".join(str(p) for p in e.errors()[0]["loc"])
+            raise UnreadableFact(run_id, seq, kind, f"{reason}{where}") from e
+
+    def __repr__(self) -> str:
+        return f"FactCodec({len(self.versions)} kinds, {len(self.upcasters)} upcasters)"
