@@ -242,6 +242,7 @@ class AgentBuilder:
         """Check everything and make the engine; nothing is recorded until it runs."""
         llm, table, handlers, store = self._parts()
         redactor = Redactor.of(self._redactions)
+        defaults = default_handlers()
         definition = f.RunStarted(
             task=self._task,
             task_type=self._task_type,
@@ -252,6 +253,14 @@ class AgentBuilder:
             approval_required=tuple(dict.fromkeys(self._approval_required)),
             budget=self._budget,
             idempotent_tools=tuple(t.name for t in self._tools if t.idempotent),
+            custom_handlers=tuple(
+                sorted(
+                    str(state)
+                    for state, h in self._handlers.items()
+                    if type(h) is not type(defaults.get(state))
+                )
+            ),
+            custom_table=dict(table) != dict(build_transition_table()),
             redactions=redactor.labels,
         )
         return AgentEngine(

@@ -66,8 +66,9 @@ class _Fact(BaseModel):
 
 
 class RunStarted(_Fact):
-    """The run's definition: everything memory starts from, the tools' flags, and the labels of
-    the redaction hooks (which live only in the user's code: replay needs the builder)."""
+    """The run's definition: everything memory starts from, the tools' flags, and what of the
+    agent lives only in the user's code (states with their own handler, a custom table, the
+    redaction hooks by label), for which replay and branch need the user's builder."""
 
     kind: Literal["RunStarted"] = "RunStarted"
     task: str
@@ -79,6 +80,8 @@ class RunStarted(_Fact):
     approval_required: tuple[str, ...] = ()
     budget: TokenBudget | None = None
     idempotent_tools: tuple[str, ...] = ()
+    custom_handlers: tuple[str, ...] = ()
+    custom_table: bool = False
     redactions: tuple[str, ...] = ()
 
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal, NoReturn
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from agentsm import (
     AgentConfig,
@@ -29,10 +29,11 @@ from eventstore import EventStore, SQLiteEventStore, StoreError
 from .branching import branch_run
 from .demo import run_demo
 from .diffing import diff_runs
-from .errors import UsageError
+from .errors import BuilderRequired, UsageError
 from .recording import Recording
 from .render import Style, printable, table
 from .replaying import replay_run
+from .report import ReplayReport
 from .resuming import decide, pending_requests, resume_run
 from .source import Builder, load_builder, open_store, resolve_run
 from .timetravel import memory_at
@@ -79,6 +80,21 @@ def _config_arg(text: str) -> AgentConfig:
             f"--config is not a valid AgentConfig: {where}: {first['msg']}; give AgentConfig "
             """fields as a JSON object, e.g. --config '{"max_steps": 3}'."""
         ) from e
+
+
+def _sorted_sets(model: BaseModel) -> Any:
+    """A model as JSON data, its sets as sorted lists (their own order changes per process)."""
+
+    def walk(python: Any, data: Any) -> Any:
+        if isinstance(python, set | frozenset):
+            return sorted(data, key=lambda v: json.dumps(v, sort_keys=True))
+        if isinstance(python, dict) and isinstance(data, dict):
+            return {k: walk(python.get(k), v) for k, v in data.items()}
+        if isinstance(python, list | tuple) and isinstance(data, list):
+            return [walk(p, d) for p, d in zip(python, data, strict=True)]
+        return data
+
+    return walk(model.model_dump(), model.model_dump(mode="json"))
 
 
 def _when(ts: float) -> str:
@@ -166,7 +182,7 @@ def cmd_memory(args: argparse.Namespace) -> int:
     if args.json:
         print(
             json.dumps(
-                {"seq": seq, "state": str(state), "memory": memory.model_dump(mode="json")},
+                {"seq": seq, "state": str(state), "memory": _sorted_sets(memory)},
                 indent=2,
             )
         )
@@ -198,32 +214,65 @@ def cmd_memory(args: argparse.Namespace) -> int:
     return 0
 
 
+def _replay_line(report: ReplayReport, details: bool) -> str:
+    """How one replay went, on one line (and, with `details`, the diffs below it)."""
+    parts = []
+    change, divergence = report.definition_change, report.divergence
+    if change is not None:
+        parts.append(out("definition changed", "yellow") + f" ({', '.join(change.fields)})")
+        if divergence is None:
+            parts.append(f"then {out('same behaviour', 'green')}  ({report.compared} facts)")
+    if divergence is not None:
+        parts.append(f"{out('DIVERGED', 'red', 'bold')}  at {printable(divergence.headline())}")
+    if not parts:
+        parts.append(f"{out('identical', 'green')}  ({report.compared} facts)")
+    text = f"{report.run_id}  " + "; ".join(parts)
+    if details:
+        for diverged in (change, divergence):
+            if diverged is not None:
+                text += "\n" + printable(diverged.diff, lines=True)
+    return text
+
+
 def cmd_replay(args: argparse.Namespace) -> int:
     store = _store(args)
     builder = _builder(args)
     if not args.all and not args.run:
         raise UsageError("replay needs a RUN id, or --all to replay every run of the database.")
-    run_ids = [r.run_id for r in store.runs()] if args.all else [args.run]
-    diverged = 0
-    for run_id in run_ids:
-        report = replay_run(store, run_id, builder, execute_tools=args.execute_tools)
-        if report.identical:
-            print(f"{report.run_id}  {out('identical', 'green')}  ({report.compared} facts)")
-        else:
-            diverged += 1
-            assert report.divergence is not None
-            print(
-                f"{report.run_id}  {out('DIVERGED', 'red', 'bold')}  at "
-                f"{printable(report.divergence.headline())}"
-            )
-            if not args.all:
-                print(printable(report.divergence.diff, lines=True))
-    if args.all:
-        print(
-            f"\n{len(run_ids)} runs replayed: {len(run_ids) - diverged} identical, "
-            f"{diverged} diverged"
+    if not args.all:
+        report = replay_run(store, args.run, builder, execute_tools=args.execute_tools)
+        print(_replay_line(report, details=True))
+        return 0 if report.identical else 1
+    counts = dict.fromkeys(("identical", "changed", "diverged", "needs", "failed"), 0)
+    runs = [r.run_id for r in store.runs()]
+    for run_id in runs:  # every run, whatever happens to one of them
+        try:
+            report = replay_run(store, run_id, builder, execute_tools=args.execute_tools)
+        except BuilderRequired as e:
+            counts["needs"] += 1
+            print(f"{run_id}  {out('needs --builder', 'yellow')}: {printable(', '.join(e.needs))}")
+            continue
+        except Exception as e:
+            counts["failed"] += 1
+            print(f"{run_id}  {out('FAILED', 'red', 'bold')}: {printable(_one_line(e))}")
+            continue
+        print(_replay_line(report, details=False))
+        outcome = "identical" if report.identical else "changed" if report.same_behaviour else ""
+        counts[outcome or "diverged"] += 1
+    others = [
+        f"{counts[key]} {label}"
+        for key, label in (
+            ("changed", "same behaviour under a changed definition"),
+            ("needs", "need --builder"),
+            ("failed", "failed"),
         )
-    return 1 if diverged else 0
+        if counts[key]
+    ]
+    summary = [f"{counts['identical']} identical", f"{counts['diverged']} diverged", *others]
+    print(f"\n{len(runs)} runs replayed: {', '.join(summary)}")
+    if counts["needs"] or counts["failed"]:
+        return 2
+    return 0 if counts["identical"] == len(runs) else 1
 
 
 def cmd_branch(args: argparse.Namespace) -> int:
@@ -453,7 +502,8 @@ def _parser() -> argparse.ArgumentParser:
     rep = add(
         "replay",
         cmd_replay,
-        "replay a run against its recording: identical or the first divergence (exit code 0/1)",
+        "replay a run against its recording: identical, or a changed definition and the first "
+        "divergence in behaviour (exit 0 identical, 1 changed, 2 a run failed or needs --builder)",
         "agentsm replay --all --builder myagent:make_agent",
     )
     rep.add_argument("run", nargs="?")

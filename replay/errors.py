@@ -40,7 +40,8 @@ class BuilderRequired(ReplayError):
         self.run_id = run_id
         self.needs = tuple(needs)
         super().__init__(
-            f"Run {run_id} used {', '.join(self.needs)}, which only your agent has: pass "
+            f"{f'Run {run_id}' if run_id else 'This run'} used {', '.join(self.needs)}, which "
+            "only your agent has: pass "
             "--builder module:factory (or builder=) so that the same agent runs."
         )
 

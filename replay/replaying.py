@@ -10,7 +10,7 @@ from eventstore import SQLiteEventStore
 
 from .effects import RecordedDecisions, RecordedLlm, RecordedTools, ReplayedCrash
 from .recording import Recording
-from .report import ReplayReport, first_divergence
+from .report import ReplayReport, compare_runs
 from .source import Builder, StoreLike, open_store, recorded_builder
 
 __all__ = ["assert_replays", "replay_run"]
@@ -60,8 +60,7 @@ def replay_run(
                 break  # ... or it was never resumed
             engine = agent.attach(recording.run_id)
     replayed = Trace.load(scratch, recording.run_id).entries()
-    divergence = first_divergence(recording.entries, replayed)
-    return ReplayReport(recording.run_id, len(recording.entries), divergence)
+    return compare_runs(recording.run_id, recording.entries, replayed)
 
 
 def assert_replays(

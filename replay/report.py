@@ -1,28 +1,74 @@
-"""Comparing two runs fact by fact: the first divergence and a readable report of it."""
+"""Comparing two runs fact by fact: the first divergence and a readable report of it.
+
+A changed definition (`RunStarted`: prompt, config, tools, model) is reported on its own, at
+seq 1, and the comparison goes on, so that the first change in behaviour after it is found too.
+Once the definition changed, an LLM request is compared by purpose only: its model, tool set and
+message digest follow from the definition, which changed on purpose. Error texts (a run's abort,
+failure or error message) are compared without what differs between two processes (object
+addresses, asyncio task numbers); an observation is compared as it is, since the LLM reads it."""
 
 from __future__ import annotations
 
 import difflib
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from agentsm.trace import TraceEntry
 
-__all__ = ["Divergence", "ReplayReport", "first_divergence"]
+__all__ = ["Divergence", "ReplayReport", "compare_runs", "first_divergence"]
+
+_VOLATILE = re.compile(r"\b0x[0-9a-fA-F]{4,}\b|\bTask-\d+\b")
+_ERROR_TEXT = frozenset({"message", "error", "reason"})
+_DERIVED = ("model", "messages_digest", "tools", "tools_digest")  # of LlmRequested
 
 
-def comparable(entry: TraceEntry) -> dict[str, Any]:
+def _stable(data: Any) -> Any:
+    """Error messages with object addresses and task numbers masked; the rest as it is."""
+    if isinstance(data, list):
+        return [_stable(item) for item in data]
+    if not isinstance(data, dict):
+        return data
+    return {
+        key: _VOLATILE.sub("…", value)
+        if isinstance(value, str) and key in _ERROR_TEXT
+        else _stable(value)
+        for key, value in data.items()
+    }
+
+
+def comparable(entry: TraceEntry, *, definition_changed: bool = False) -> dict[str, Any]:
     """What two runs must share for a fact to count as the same: the state that recorded it
     and the fact itself. Envelope timestamps and measurements are left out."""
-    return {"state": entry.state, "fact": entry.fact.model_dump(mode="json")}
+    fact = _stable(entry.fact.model_dump(mode="json"))
+    if definition_changed and fact.get("kind") == "LlmRequested":
+        fact = {k: v for k, v in fact.items() if k not in _DERIVED}
+    return {"state": entry.state, "fact": fact}
 
 
 def _pretty(entry: TraceEntry | None) -> list[str]:
     if entry is None:
         return ["(no fact: the run ends here)"]
-    return json.dumps(comparable(entry), indent=2, sort_keys=True, ensure_ascii=False).splitlines()
+    text = json.dumps(
+        {"state": entry.state, "fact": entry.fact.model_dump(mode="json")},
+        indent=2,
+        sort_keys=True,
+        ensure_ascii=False,
+    )
+    return text.splitlines()
+
+
+def _changed_fields(a: Any, b: Any, prefix: str = "") -> list[str]:
+    if isinstance(a, dict) and isinstance(b, dict) and prefix.count(".") < 2:
+        return [
+            name
+            for key in sorted(set(a) | set(b))
+            if a.get(key) != b.get(key)
+            for name in _changed_fields(a.get(key), b.get(key), f"{prefix}{key}.")
+        ]
+    return [prefix.rstrip(".")]
 
 
 @dataclass(frozen=True)
@@ -35,11 +81,20 @@ class Divergence:
 
     @property
     def diff(self) -> str:
-        """A unified diff of the two facts."""
+        """A unified diff of the two facts (non-ASCII text shown as text)."""
         return "\n".join(
             difflib.unified_diff(
                 _pretty(self.expected), _pretty(self.actual), "recorded", "replayed", lineterm=""
             )
+        )
+
+    @property
+    def fields(self) -> list[str]:
+        """The fields of the fact that differ (`config.max_steps`, `system_prompt`, ...)."""
+        if self.expected is None or self.actual is None:
+            return []
+        return _changed_fields(
+            self.expected.fact.model_dump(mode="json"), self.actual.fact.model_dump(mode="json")
         )
 
     def headline(self) -> str:
@@ -48,6 +103,8 @@ class Divergence:
         act = self.actual.event if self.actual else "nothing"
         either = self.expected or self.actual
         state = either.state if either is not None else ""
+        if exp == act == "RunStarted":
+            return f"seq {self.seq} ({state}): the definition changed: {', '.join(self.fields)}"
         return f"seq {self.seq} ({state}): recorded {exp}, replay produced {act}"
 
     def __str__(self) -> str:
@@ -55,13 +112,21 @@ class Divergence:
 
 
 def first_divergence(
-    expected: Sequence[TraceEntry], actual: Sequence[TraceEntry]
+    expected: Sequence[TraceEntry],
+    actual: Sequence[TraceEntry],
+    *,
+    definition_changed: bool = False,
 ) -> Divergence | None:
     """The first seq at which the two sequences of facts differ, or None if they are equal."""
     for i in range(max(len(expected), len(actual))):
         exp = expected[i] if i < len(expected) else None
         act = actual[i] if i < len(actual) else None
-        if exp is None or act is None or comparable(exp) != comparable(act):
+        if (
+            exp is None
+            or act is None
+            or comparable(exp, definition_changed=definition_changed)
+            != comparable(act, definition_changed=definition_changed)
+        ):
             seq = (exp or act).seq if (exp or act) else i + 1  # type: ignore[union-attr]
             return Divergence(seq, exp, act)
     return None
@@ -69,25 +134,63 @@ def first_divergence(
 
 @dataclass(frozen=True)
 class ReplayReport:
-    """The outcome of replaying a run: identical, or the first divergence."""
+    """The outcome of replaying a run: identical, or a changed definition (seq 1) and the
+    first divergence in behaviour after it, each reported on its own."""
 
     run_id: str
     compared: int
     divergence: Divergence | None
+    definition_change: Divergence | None = None
 
     @property
     def identical(self) -> bool:
         """True when every recorded fact was produced again, in order, and nothing more."""
+        return self.divergence is None and self.definition_change is None
+
+    @property
+    def same_behaviour(self) -> bool:
+        """True when, the definition aside, every fact was produced again."""
         return self.divergence is None
 
     def __bool__(self) -> bool:
         return self.identical
 
     def __str__(self) -> str:
-        if self.divergence is None:
+        if self.identical:
             return f"run {self.run_id}: identical ({self.compared} facts compared)"
-        return f"run {self.run_id}: diverged\n{self.divergence}"
+        lines = [f"run {self.run_id}: " + ("diverged" if self.divergence else "same behaviour")]
+        if self.definition_change is not None:
+            change = self.definition_change
+            lines.append(f"definition changed at {change.headline()}\n{change.diff}")
+            if self.divergence is None:
+                lines.append(f"then identical ({self.compared} facts compared)")
+        if self.divergence is not None:
+            lines.append(str(self.divergence))
+        return "\n".join(lines)
 
     def __repr__(self) -> str:
-        where = "identical" if self.divergence is None else f"diverged at seq {self.divergence.seq}"
+        parts = []
+        if self.definition_change is not None:
+            parts.append("definition changed")
+        if self.divergence is not None:
+            parts.append(f"diverged at seq {self.divergence.seq}")
+        where = ", ".join(parts) or "identical"
         return f"ReplayReport(run_id={self.run_id!r}, {where}, compared={self.compared})"
+
+
+def compare_runs(
+    run_id: str, expected: Sequence[TraceEntry], actual: Sequence[TraceEntry]
+) -> ReplayReport:
+    """Compare a recording with its replay: the definitions (seq 1) on their own, then every
+    later fact, so that a changed definition does not hide what it changed (or did not)."""
+    change = None
+    if (
+        expected
+        and actual
+        and expected[0].event == actual[0].event == "RunStarted"
+        and comparable(expected[0]) != comparable(actual[0])
+    ):
+        change = Divergence(expected[0].seq, expected[0], actual[0])
+        expected, actual = expected[1:], actual[1:]
+    divergence = first_divergence(expected, actual, definition_changed=change is not None)
+    return ReplayReport(run_id, len(expected) + (change is not None), divergence, change)

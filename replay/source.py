@@ -94,6 +94,10 @@ def builder_needs(definition: RunStarted) -> list[str]:
     """What of a recorded agent lives only in the user's code, so that replaying or branching
     the run without the user's builder would run another agent."""
     needs = []
+    if definition.custom_handlers:
+        needs.append(f"its own handlers for {', '.join(definition.custom_handlers)}")
+    if definition.custom_table:
+        needs.append("a custom transition table")
     if definition.redactions:
         needs.append(f"redaction hooks ({', '.join(definition.redactions)})")
     return needs
@@ -105,7 +109,7 @@ def recorded_builder(definition: RunStarted, run_id: str = "") -> AgentBuilder:
     agent had parts only the user's code holds is refused (`BuilderRequired`)."""
     needs = builder_needs(definition)
     if needs:
-        raise BuilderRequired(run_id or "(this run)", needs)
+        raise BuilderRequired(run_id, needs)
     builder = (
         AgentBuilder(definition.task)
         .task_type(definition.task_type)

@@ -105,8 +105,11 @@ def test_replay_all_with_a_builder_reports_each_run(tmp_path: Path) -> None:
     )
     diverged = agentsm(*db, "replay", "--all", "--builder", f"{changed}:make", cwd=tmp_path)
     assert diverged.returncode == 1
-    assert diverged.stdout.count("DIVERGED  at seq 1 (Idle)") == 2
-    assert "2 runs replayed: 0 identical, 2 diverged" in diverged.stdout
+    assert diverged.stdout.count("definition changed (system_prompt); then same behaviour") == 2
+    assert (
+        "2 runs replayed: 0 identical, 0 diverged, 2 same behaviour under a changed definition"
+        in diverged.stdout
+    )
     one = agentsm(
         *db, "replay", diverged.stdout.split()[0], "--builder", f"{changed}:make", cwd=tmp_path
     )

@@ -51,7 +51,7 @@ def test_unchanged_agent_replays_identical(name: str, tmp_path: Path) -> None:
     assert len(SQLiteEventStore(db).runs()) == 1
 
 
-def test_a_changed_prompt_word_is_caught_at_seq_1(tmp_path: Path) -> None:
+def test_a_changed_prompt_word_is_caught_at_seq_1_and_replay_goes_on(tmp_path: Path) -> None:
     db = tmp_path / "runs.db"
     run_id = record(parallel, db)
 
@@ -59,11 +59,14 @@ def test_a_changed_prompt_word_is_caught_at_seq_1(tmp_path: Path) -> None:
         return parallel().system_prompt("You are very careful.")
 
     report = replay_run(db, run_id, reworded)
-    assert not report.identical and report.divergence is not None
-    assert report.divergence.seq == 1
-    assert '-    "system_prompt": "You are careful.",' in report.divergence.diff
-    assert '+    "system_prompt": "You are very careful.",' in report.divergence.diff
-    with pytest.raises(AssertionError, match="first divergence at seq 1"):
+    change = report.definition_change
+    assert not report.identical and change is not None and change.seq == 1
+    assert change.fields == ["system_prompt"]
+    assert '-    "system_prompt": "You are careful.",' in change.diff
+    assert '+    "system_prompt": "You are very careful.",' in change.diff
+    assert report.same_behaviour and report.divergence is None  # the rest replayed identical
+    assert report.compared == len(SQLiteEventStore(db).read(run_id))
+    with pytest.raises(AssertionError, match="the definition changed: system_prompt"):
         assert_replays(db, run_id, reworded)
 
 
@@ -73,8 +76,9 @@ def test_config_and_tool_schema_changes_are_caught_at_seq_1(tmp_path: Path) -> N
     changed_config = replay_run(
         db, run_id, lambda t: parallel().config(AgentConfig(min_answer_length=5))
     )
-    assert changed_config.divergence is not None and changed_config.divergence.seq == 1
-    assert "min_answer_length" in changed_config.divergence.diff
+    change = changed_config.definition_change
+    assert change is not None and change.seq == 1 and change.fields == ["config.min_answer_length"]
+    assert changed_config.same_behaviour
 
     @tool(name="lookup")
     def lookup_v2(key: str, exact: bool = False) -> str:
@@ -87,8 +91,9 @@ def test_config_and_tool_schema_changes_are_caught_at_seq_1(tmp_path: Path) -> N
         return b
 
     report = replay_run(db, run_id, new_schema)
-    assert report.divergence is not None and report.divergence.seq == 1
-    assert "exact" in report.divergence.diff
+    assert report.definition_change is not None and report.definition_change.seq == 1
+    assert "exact" in report.definition_change.diff and report.definition_change.fields == ["tools"]
+    assert report.same_behaviour  # the LLM requests differ only by the tool schema digest
 
 
 def test_a_handler_change_is_caught_at_the_first_fact_it_alters(tmp_path: Path) -> None:

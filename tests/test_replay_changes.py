@@ -1,0 +1,149 @@
+"""Replay that helps when code changes: a changed definition is reported on its own and replay
+goes on; error texts are compared without process noise; runs that need the user's builder say
+so; `replay --all` replays every run whatever happens to one of them."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from agentsm import (
+    AgentBuilder,
+    AgentConfig,
+    HandlerCrashed,
+    LlmResponse,
+    MockLlmCaller,
+    RunContext,
+    tool,
+)
+from eventstore import NewEvent, SQLiteEventStore
+from replay import BuilderRequired, branch_run, replay_run
+from replay.cli import main
+
+
+@tool
+def lookup(key: str) -> str:
+    """Look a key up."""
+    return f"value of {key}"
+
+
+ALIVE: list[object] = []  # so that no two objects of these tests share an address
+
+
+def volatile() -> str:
+    """Text that differs between two executions: an object's address and the task's name."""
+    ALIVE.append(object())
+    return f"{ALIVE[-1]} in {asyncio.current_task().get_name()}"  # type: ignore[union-attr]
+
+
+@tool
+async def flaky(key: str) -> str:
+    """Fail with a message that differs between two executions."""
+    raise RuntimeError(f"lookup of {key} failed: {volatile()}")
+
+
+def agent(task: str, *, max_steps: int = 5, prompt: str = "Be brief.") -> AgentBuilder:
+    script = [
+        LlmResponse.tool_call("lookup", {"key": "a"}, id="c1"),
+        LlmResponse.tool_call("flaky", {"key": "b"}, id="c2"),
+        LlmResponse.tool_call("lookup", {"key": "c"}, id="c3"),
+        LlmResponse.final_answer("The values of a and c are known now."),
+    ]
+    return (
+        AgentBuilder(task)
+        .system_prompt(prompt)
+        .llm(MockLlmCaller(script))
+        .config(AgentConfig(reflect_every_n_steps=0, max_steps=max_steps))
+        .tool(lookup)
+        .tool(flaky)
+    )
+
+
+def record(db: Path, builder: AgentBuilder) -> str:
+    engine = builder.store(db).build()
+    try:
+        engine.run()
+    except HandlerCrashed:
+        pass
+    return engine.run_id
+
+
+def test_a_max_steps_edit_is_reported_at_seq_1_and_replay_goes_on(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    run_id = record(db, agent("find a and c"))
+    more = replay_run(db, run_id, lambda t: agent(t, max_steps=10))
+    assert more.definition_change is not None and more.definition_change.fields == [
+        "config.max_steps"
+    ]
+    assert more.same_behaviour and not more.identical  # nothing else changed: the user can tell
+    fewer = replay_run(db, run_id, lambda t: agent(t, max_steps=2))
+    assert fewer.definition_change is not None and fewer.divergence is not None
+    assert fewer.divergence.seq > 1
+    assert fewer.divergence.actual is not None and fewer.divergence.actual.event == "RunFailed"
+    assert "config.max_steps" in str(fewer) and "first divergence at seq" in str(fewer)
+
+
+def test_a_reworded_prompt_changes_no_behaviour_and_diffs_show_text_as_text(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "runs.db"
+    run_id = record(db, agent("find a and c"))
+    report = replay_run(db, run_id, lambda t: agent(t, prompt="Sé breve, por favor: 東京."))
+    assert report.same_behaviour and report.definition_change is not None
+    assert "Sé breve, por favor: 東京." in report.definition_change.diff
+    assert "\\u" not in report.definition_change.diff
+
+
+def crashing_planning(ctx: RunContext) -> str:
+    raise ValueError(f"cannot plan: {volatile()}")
+
+
+def test_an_aborted_run_replays_identical_when_it_aborts_the_same_way(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+
+    def crashing(task: str) -> AgentBuilder:
+        return agent(task).handler("Planning", crashing_planning)
+
+    run_id = record(db, crashing("crash"))
+    aborted = SQLiteEventStore(db).read(run_id)[-1]
+    assert aborted.kind == "RunAborted" and "0x" in aborted.payload and "Task-" in aborted.payload
+    report = replay_run(db, run_id, crashing)
+    assert report.identical, str(report)
+
+
+def test_runs_with_their_own_handlers_need_the_builder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "runs.db"
+
+    plain = record(db, agent("plain run"))
+    custom = record(db, agent("custom run").handler("Observing", lambda ctx: "Continue"))
+    with pytest.raises(BuilderRequired, match="its own handlers for Observing"):
+        replay_run(db, custom)
+    with pytest.raises(BuilderRequired, match="its own handlers for Observing"):
+        branch_run(db, custom, 3, llm_response=LlmResponse.final_answer("Another answer."))
+    store = SQLiteEventStore(db)
+    store.create_run("damaged", "a run that cannot be read")
+    store.append("damaged", 0, [NewEvent("Bogus", json.dumps({"kind": "Bogus"}), "{}", 0.0)])
+    store.close()
+    assert main(["--db", str(db), "replay", "--all"]) == 2
+    shown = capsys.readouterr().out
+    assert f"{plain}  identical" in shown
+    assert f"{custom}  needs --builder: its own handlers for Observing" in shown
+    assert "damaged  FAILED: " in shown
+    assert "3 runs replayed: 1 identical, 0 diverged, 1 need --builder, 1 failed" in shown
+
+
+def test_memory_json_prints_sets_sorted(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = tmp_path / "runs.db"
+    names = [f"tool_{c}" for c in "qwertyuiopasdfgh"]
+    builder = agent("find a and c")
+    for name in names:
+        builder.blacklist_tool(name)
+    run_id = record(db, builder)
+    assert main(["--db", str(db), "memory", run_id, "--json"]) == 0
+    memory = json.loads(capsys.readouterr().out)["memory"]
+    assert memory["blacklisted_tools"] == sorted(names)
