@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
-from eventstore import EventStore, SQLiteEventStore
+from eventstore import DURABILITY, Durability, EventStore, SQLiteEventStore
 
 from . import facts as f
 from .context import ApprovalCallback, RunContext, Suspend, ToolRunner
@@ -69,6 +69,7 @@ class AgentBuilder:
         self._approval: ApprovalCallback | None = None
         self._budget: TokenBudget | None = None
         self._store: EventStore | str | Path | None = None
+        self._durability: Durability | None = None
         self._table: TransitionTable | None = None
         self._handlers: dict[str, AgentState] = {}
         self._run_id: str | None = None
@@ -173,6 +174,17 @@ class AgentBuilder:
     def store(self, store: EventStore | str | Path) -> AgentBuilder:
         """Where the log goes: a SQLite path or a store (default: in-memory SQLite)."""
         self._store = store
+        return self
+
+    def durability(self, durability: Durability) -> AgentBuilder:
+        """`"normal"` (the default: survives a killed process) or `"full"` (each commit that
+        precedes an effect is on disk before the effect: survives power loss too); set on the
+        SQLite store the agent writes to."""
+        if durability not in DURABILITY:
+            raise BuildError(
+                f"durability must be one of {', '.join(map(repr, DURABILITY))}, not {durability!r}."
+            )
+        self._durability = durability
         return self
 
     def transitions(self, table: TransitionTable) -> AgentBuilder:
@@ -321,7 +333,9 @@ class AgentBuilder:
         if store is None:
             store = SQLiteEventStore(":memory:")
         elif isinstance(store, str | Path):
-            store = SQLiteEventStore(store)
+            store = SQLiteEventStore(store, durability=self._durability or "normal")
+        if self._durability is not None and isinstance(store, SQLiteEventStore):
+            store.durability = self._durability
         self._store = store
         return self._llm, table, handlers, store
 

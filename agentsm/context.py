@@ -91,8 +91,8 @@ class RunContext:
         self._recorder.record(fact, self.state, metrics)
 
     def commit(self) -> None:
-        """Commit what was recorded so far (done before every effect)."""
-        self._recorder.flush()
+        """Commit what was recorded so far (done before every effect, so durably)."""
+        self._recorder.flush(effect=True)
 
     def emit(self, output: AgentOutput) -> None:
         """Send an output to `engine.stream()` listeners."""

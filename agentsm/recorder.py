@@ -92,9 +92,14 @@ class Recorder:
         self.seq = len(self._pending)
         self._pending.clear()
 
-    def flush(self, status: str | None = None) -> None:
-        """Commit the buffered facts (and the status) in one transaction."""
+    def flush(self, status: str | None = None, *, effect: bool = False) -> None:
+        """Commit the buffered facts (and the status) in one transaction. The commit is durable
+        (on disk first, under `durability="full"`) when an effect follows it, or when a status
+        other than running hands the run back to its caller."""
         if not self._pending and status is None:
             return
-        self.seq = self.store.append(self.run_id, self.seq, self._pending, status=status)
+        durable = effect or status not in (None, "running")
+        self.seq = self.store.append(
+            self.run_id, self.seq, self._pending, status=status, durable=durable
+        )
         self._pending.clear()

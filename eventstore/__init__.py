@@ -4,11 +4,13 @@ from .errors import ConcurrencyError, NotAnEventLog, SchemaVersionError, StoreEr
 from .migrations import LATEST as SCHEMA_VERSION
 from .protocol import EventStore
 from .records import NewEvent, RunRecord, StoredEvent
-from .sqlite import SQLiteEventStore
+from .sqlite import DURABILITY, Durability, SQLiteEventStore
 
 __all__ = [
+    "DURABILITY",
     "SCHEMA_VERSION",
     "ConcurrencyError",
+    "Durability",
     "EventStore",
     "NewEvent",
     "NotAnEventLog",

@@ -18,7 +18,9 @@ class EventStore(Protocol):
     in one transaction, and every event of one `append` lands in one transaction with the run's
     status, or none does; a failed write leaves the store usable. `expected_seq` is the last
     sequence number the writer has seen; if the log has moved on, `ConcurrencyError` is raised
-    and nothing is written.
+    and nothing is written. `durable=True` marks an append that an effect follows (a tool
+    call, an LLM call, the run handed back to its caller): a store set for power-loss
+    durability makes that commit reach the disk before it returns.
     """
 
     def create_run(
@@ -41,6 +43,7 @@ class EventStore(Protocol):
         events: Sequence[NewEvent],
         *,
         status: str | None = None,
+        durable: bool = False,
     ) -> int: ...
 
     def read(

@@ -10,7 +10,7 @@ import time
 import urllib.parse
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import sqlite_utils
 
@@ -18,7 +18,10 @@ from .errors import ConcurrencyError, NotAnEventLog, SchemaVersionError, StoreEr
 from .migrations import LATEST, migrate
 from .records import NewEvent, RunRecord, StoredEvent
 
-__all__ = ["SQLiteEventStore"]
+__all__ = ["DURABILITY", "Durability", "SQLiteEventStore"]
+
+Durability = Literal["normal", "full"]
+DURABILITY: tuple[Durability, ...] = ("normal", "full")
 
 _RUN_COLUMNS = "run_id, task, status, created_at, updated_at, last_seq, parent_id, branch_seq, info"
 
@@ -31,7 +34,9 @@ class SQLiteEventStore:
     default creates the schema in a new or empty database. `read_only=True` opens the file with
     SQLite's `mode=ro` and never writes to it, also where the user may only read (inspection
     tools). `busy_timeout` is how many seconds a statement waits for another process's lock
-    before it fails (default 30).
+    before it fails (default 30). `durability`: `"normal"` (WAL, synchronous NORMAL) survives a
+    killed process; `"full"` also makes each append marked `durable` (one that an effect follows)
+    reach the disk before it returns, so it survives power loss too.
     """
 
     def __init__(
@@ -41,10 +46,12 @@ class SQLiteEventStore:
         create: bool = True,
         read_only: bool = False,
         busy_timeout: float = 30.0,
+        durability: Durability = "normal",
     ) -> None:
         self.path = str(path)
         self.read_only = read_only
         self.busy_timeout = busy_timeout
+        self.durability = durability
         if (not create or read_only) and self.path != ":memory:" and not Path(self.path).exists():
             raise NotAnEventLog(
                 f"No database at {self.path!r}. Check the path, or record a run into it first."
@@ -240,8 +247,10 @@ class SQLiteEventStore:
         events: Sequence[NewEvent],
         *,
         status: str | None = None,
+        durable: bool = False,
     ) -> int:
-        """Append `events` after `expected_seq` in one transaction; returns the new last seq."""
+        """Append `events` after `expected_seq` in one transaction; returns the new last seq.
+        `durable`: an effect follows, so with `durability="full"` the commit is synced to disk."""
         last = expected_seq + len(events)
 
         def write(conn: sqlite3.Connection) -> None:
@@ -272,23 +281,46 @@ class SQLiteEventStore:
                     "first. Nothing was written; reload the run."
                 ) from e
 
-        self._transaction(write, f"append to run {run_id!r}")
+        self._transaction(write, f"append to run {run_id!r}", durable=durable)
         return last
 
-    def _transaction(self, write: Callable[[sqlite3.Connection], None], what: str) -> None:
+    @property
+    def durability(self) -> Durability:
+        """`"normal"` or `"full"`: see the class docstring; may be changed at any time."""
+        return self._durability
+
+    @durability.setter
+    def durability(self, value: Durability) -> None:
+        if value not in DURABILITY:
+            raise StoreError(
+                f"durability must be one of {', '.join(map(repr, DURABILITY))}, not {value!r}."
+            )
+        self._durability: Durability = value
+
+    def _transaction(
+        self, write: Callable[[sqlite3.Connection], None], what: str, *, durable: bool = False
+    ) -> None:
         """Run `write` in one `BEGIN IMMEDIATE` transaction: all of it is committed or, on any
-        failure (the COMMIT's own included), none of it, and the store stays usable."""
+        failure (the COMMIT's own included), none of it, and the store stays usable. A durable
+        commit under `durability="full"` syncs the WAL (synchronous FULL) before returning."""
+        sync = durable and self._durability == "full" and self.path != ":memory:"
         with self._lock:
             conn = self._conn
             try:
-                conn.execute("BEGIN IMMEDIATE")
+                if sync:
+                    conn.execute("PRAGMA synchronous = FULL")
                 try:
-                    write(conn)
-                    conn.execute("COMMIT")
-                except BaseException:
-                    if conn.in_transaction:
-                        conn.execute("ROLLBACK")
-                    raise
+                    conn.execute("BEGIN IMMEDIATE")
+                    try:
+                        write(conn)
+                        conn.execute("COMMIT")
+                    except BaseException:
+                        if conn.in_transaction:
+                            conn.execute("ROLLBACK")
+                        raise
+                finally:
+                    if sync:
+                        conn.execute("PRAGMA synchronous = NORMAL")
             except sqlite3.Error as e:
                 raise StoreError(f"Could not {what}; nothing was written ({e}).") from e
 

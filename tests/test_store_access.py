@@ -13,7 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from eventstore import NewEvent, SQLiteEventStore, StoreError
+from agentsm import AgentBuilder, BuildError, LlmResponse, MockLlmCaller, tool
+from eventstore import Durability, NewEvent, SQLiteEventStore, StoreError
+
+from .scenarios import LONG
 
 ROOT = Path(__file__).resolve().parent.parent
 INSPECT = [
@@ -157,3 +160,66 @@ def test_backup_holds_the_facts_that_are_only_in_the_wal(tmp_path: Path) -> None
         assert backup.run("run1").status == "done"
     again = agentsm("--db", str(db), "backup", str(tmp_path / "backup.db"))
     assert again.returncode == 2 and "exists already" in again.stderr
+
+
+def sync_level_at_each_commit(statements: list[str]) -> list[str]:
+    """From SQLite's statement trace: the `synchronous` level each COMMIT ran under."""
+    level, levels = "NORMAL", []
+    for sql in statements:
+        if sql.startswith("PRAGMA synchronous"):
+            level = sql.rsplit("=", 1)[1].strip()
+        elif sql == "COMMIT":
+            levels.append(level)
+    return levels
+
+
+@pytest.mark.parametrize("durability", ["normal", "full"])
+def test_durability_full_syncs_the_commits_an_effect_follows(
+    tmp_path: Path, durability: Durability
+) -> None:
+    store = SQLiteEventStore(tmp_path / "log.db", durability=durability)
+    store.create_run("r", "task", events=[NewEvent("A", "{}")])
+    statements: list[str] = []
+    store._conn.set_trace_callback(statements.append)
+    store.append("r", 1, [NewEvent("B", "{}")], durable=True)
+    store.append("r", 2, [NewEvent("C", "{}")])
+    expected = ["FULL", "NORMAL"] if durability == "full" else ["NORMAL", "NORMAL"]
+    assert sync_level_at_each_commit(statements) == expected
+    assert store._conn.execute("PRAGMA synchronous").fetchone()[0] == 1  # NORMAL again
+    with pytest.raises(StoreError, match="durability must be one of 'normal', 'full'"):
+        SQLiteEventStore(tmp_path / "other.db", durability="fast")  # type: ignore[arg-type]
+
+
+def test_a_full_durability_agent_has_its_tool_call_on_disk_before_the_tool_runs(
+    tmp_path: Path,
+) -> None:
+    store = SQLiteEventStore(tmp_path / "runs.db")
+    statements: list[str] = []
+    store._conn.set_trace_callback(statements.append)
+    seen_by_tool: list[list[str]] = []
+
+    @tool
+    def pay(amount: int) -> str:
+        """Pay (an effect)."""
+        seen_by_tool.append(sync_level_at_each_commit(statements))
+        return "paid"
+
+    engine = (
+        AgentBuilder("Pay 3")
+        .llm(
+            MockLlmCaller(
+                [LlmResponse.tool_call("pay", {"amount": 3}), LlmResponse.final_answer(LONG)]
+            )
+        )
+        .tool(pay)
+        .store(store)
+        .durability("full")
+        .build()
+    )
+    engine.run()
+    assert seen_by_tool[0][-1] == "FULL"  # ToolCallStarted was synced before the tool ran
+    levels = sync_level_at_each_commit(statements)
+    assert levels[-1] == "FULL"  # the run handed back to its caller
+    assert "NORMAL" in levels  # transitions no effect follows stay fast
+    with pytest.raises(BuildError, match="durability must be one of"):
+        AgentBuilder("x").durability("always")  # type: ignore[arg-type]
