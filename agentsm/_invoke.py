@@ -21,7 +21,7 @@ def _settle(call: Callable[[], Any]) -> Settled:
         return "ok", call()
     except (KeyboardInterrupt, SystemExit) as e:
         return "stop", e
-    except BaseException as e:  # noqa: BLE001 - a tool's own CancelledError is its failure
+    except BaseException as e:  # a tool's own CancelledError is its failure too
         return "error", e
 
 

@@ -5,9 +5,11 @@ leaves the run recorded, resumable, and never waits on an abandoned call."""
 from __future__ import annotations
 
 import asyncio
+import signal
 import sys
 import threading
 from collections.abc import Iterator
+from contextvars import ContextVar
 from typing import Any
 
 import pytest
@@ -15,6 +17,7 @@ import pytest
 from agentsm import (
     AgentBuilder,
     AgentConfig,
+    EngineBusy,
     HumanInputRequired,
     LlmResponse,
     MockLlmCaller,
@@ -297,3 +300,93 @@ def test_a_tool_run_outside_an_engine_gets_a_fresh_key() -> None:
     registry.execute("note", {})
     registry.execute("note", {})
     assert len(set(keys)) == 2
+
+
+# -- the sync and async doors -----------------------------------------------------------------
+
+
+def test_ctrl_c_in_run_inside_a_running_loop_stops_the_run(release: threading.Event) -> None:
+    ran: list[int] = []
+
+    @tool
+    def work(n: int) -> str:
+        ran.append(n)
+        if n == 1:  # Ctrl-C in a notebook: SIGINT to the thread that runs the cell
+            signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
+            release.wait(10)
+        return "worked"
+
+    calls = LlmResponse.tool_calls(
+        [LlmResponse.tool_call("work", {"n": i}, id=f"w{i}").calls[0] for i in (1, 2)]
+    )
+    store = SQLiteEventStore()
+    builder = agent(store, calls).config(AgentConfig(parallel_tools=False))
+    engine = builder.tool(work).build()
+
+    async def cell() -> str:
+        return engine.run()  # run() blocks the notebook's running loop, as in Jupyter
+
+    loop = asyncio.new_event_loop()  # no SIGINT handler of its own, like a kernel's loop
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            loop.run_until_complete(cell())
+    finally:
+        loop.close()
+    assert ran == [1]  # the run stopped at once: the second call never ran
+    assert store.run(engine.run_id).status == "stopped"
+    assert engine.memory.in_flight == ("w1",)
+    resumed = agent(store).tool(work).on_approval(lambda r: False).attach(engine.run_id)
+    release.set()
+    assert resumed.run() == ANSWER
+
+
+TENANT: ContextVar[str] = ContextVar("tenant", default="none")
+
+
+@pytest.mark.parametrize("is_async", [True, False])
+def test_context_variables_reach_tools_from_run_inside_a_running_loop(is_async: bool) -> None:
+    seen: list[str] = []
+
+    async def whoami_async() -> str:
+        seen.append(TENANT.get())
+        return "ok"
+
+    def whoami_sync() -> str:
+        seen.append(TENANT.get())
+        return "ok"
+
+    func = whoami_async if is_async else whoami_sync
+    builder = agent(SQLiteEventStore(), LlmResponse.tool_call("whoami"))
+    engine = builder.tool(tool(name="whoami")(func)).build()
+
+    async def cell() -> str:
+        TENANT.set("acme")
+        return engine.run()
+
+    assert asyncio.run(cell()) == ANSWER
+    assert seen == ["acme"]
+
+
+def test_one_engine_driven_twice_at_once_is_refused() -> None:
+    entered, gate = asyncio.Event(), asyncio.Event()
+
+    @tool
+    async def hold() -> str:
+        entered.set()
+        await gate.wait()
+        return "held"
+
+    engine = agent(SQLiteEventStore(), LlmResponse.tool_call("hold")).tool(hold).build()
+
+    async def main() -> str:
+        first = asyncio.ensure_future(engine.arun())
+        await entered.wait()
+        with pytest.raises(EngineBusy, match="already driving run"):
+            await engine.arun()
+        gate.set()
+        return await first
+
+    assert asyncio.run(main()) == ANSWER
+    facts = engine.trace().facts()
+    assert isinstance(facts[-1], f.RunFinished)
+    assert sum(isinstance(x, f.ToolCallStarted) for x in facts) == 1
