@@ -76,6 +76,7 @@ class AgentBuilder:
         self._clock: Callable[[], float] = time.time
         self._tool_runner: ToolRunner | None = None
         self._redactions: list[tuple[str | None, Hook]] = []
+        self._patches: Callable[[str], bool] | None = None
 
     def task_type(self, task_type: str) -> AgentBuilder:
         """The task type: the key for model selection in `config.models`."""
@@ -221,6 +222,12 @@ class AgentBuilder:
         self._tool_runner = runner
         return self
 
+    def patches(self, new_path: Callable[[str], bool]) -> AgentBuilder:
+        """Which `ctx.patched(change_id)` calls take the new path where the run has no marker
+        yet (default: all of them, as in any live run). Replay passes the recorded markers."""
+        self._patches = new_path
+        return self
+
     def redact(self, *hooks: Hook, name: str | None = None) -> AgentBuilder:
         """Keep secrets and personal data out of the log: each hook (a regular expression, whose
         matches become `[REDACTED]`, or a function `text -> text`) rewrites the free text of
@@ -287,6 +294,7 @@ class AgentBuilder:
             clock=self._clock,
             tool_runner=self._tool_runner,
             redactor=redactor,
+            patches=self._patches,
         )
 
     def attach(self, run_id: str) -> AgentEngine:
@@ -305,6 +313,7 @@ class AgentBuilder:
             clock=self._clock,
             tool_runner=self._tool_runner,
             redactor=Redactor.of(self._redactions),
+            patches=self._patches,
         )
 
     def _parts(

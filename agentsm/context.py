@@ -63,6 +63,7 @@ class RunContext:
         tool_runner: ToolRunner,
         approval: ApprovalCallback | None,
         emit: Callable[[AgentOutput], None],
+        patches: Callable[[str], bool] | None = None,
     ) -> None:
         self.run_id = run_id
         self.state = state
@@ -72,6 +73,7 @@ class RunContext:
         self._run_tool = tool_runner
         self._approval = approval
         self._emit = emit
+        self._patches = patches
 
     @property
     def memory(self) -> AgentMemory:
@@ -89,6 +91,18 @@ class RunContext:
         if fact.kind in _ENGINE_FACTS:
             raise OwnershipViolation(self.state, fact.kind, frozenset())
         self._recorder.record(fact, self.state, metrics)
+
+    def patched(self, change_id: str) -> bool:
+        """True where the new code of a deliberate change runs (as Temporal's `patched`):
+        always in a live run, which records a `PatchMarked` the first time; on replay, only if
+        the recorded run has the marker, so a run recorded before the change replays its old
+        path. `if ctx.patched("retry-v2"): new behaviour, else: old behaviour`."""
+        if change_id in self.memory.patches:
+            return True
+        if self._patches is not None and not self._patches(change_id):
+            return False
+        self._recorder.record(f.PatchMarked(change_id=change_id), self.state)
+        return True
 
     def commit(self) -> None:
         """Commit what was recorded so far (done before every effect, so durably)."""

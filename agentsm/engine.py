@@ -70,6 +70,7 @@ class AgentEngine:
         clock: Callable[[], float] = time.time,
         tool_runner: ToolRunner | None = None,
         redactor: Redactor | None = None,
+        patches: Callable[[str], bool] | None = None,
     ) -> None:
         self.run_id = run_id or uuid.uuid4().hex[:12]
         if redactor is not None:  # the task reaches the catalog too: redacted like the facts
@@ -84,6 +85,7 @@ class AgentEngine:
         self._clock = clock
         self._tool_runner = tool_runner or self.run_tool
         self._redactor = redactor
+        self._patches = patches
         self._recorder = Recorder(
             store, self.run_id, initial_memory(definition), 0, clock, redactor=redactor
         )
@@ -107,6 +109,7 @@ class AgentEngine:
         clock: Callable[[], float] = time.time,
         tool_runner: ToolRunner | None = None,
         redactor: Redactor | None = None,
+        patches: Callable[[str], bool] | None = None,
     ) -> AgentEngine:
         """An engine continuing a run already in the store, from its last committed fact."""
         stored = store.read(run_id)
@@ -125,6 +128,7 @@ class AgentEngine:
             clock=clock,
             tool_runner=tool_runner,
             redactor=redactor,
+            patches=patches,
         )
         memory, state = fold_with_state(facts)
         engine._recorder = Recorder(store, run_id, memory, stored[-1].seq, clock, redactor=redactor)
@@ -272,6 +276,7 @@ class AgentEngine:
             tool_runner=self._tool_runner,
             approval=self.approval,
             emit=emit,
+            patches=self._patches,
         )
         if state not in TERMINAL_STATES:
             cap = self.memory.config.effective_safety_cap()

@@ -42,6 +42,7 @@ __all__ = [
     "LlmRequested",
     "LlmResponded",
     "ObservationCommitted",
+    "PatchMarked",
     "ReflectionSkipped",
     "RunAborted",
     "RunBranched",
@@ -260,6 +261,14 @@ class RunBranched(_Fact):
     config: AgentConfig | None = None
 
 
+class PatchMarked(_Fact):
+    """A handler took the new path of a deliberate change (`ctx.patched(change_id)`): from here
+    on this run runs the new code, and its replays take that path too."""
+
+    kind: Literal["PatchMarked"] = "PatchMarked"
+    change_id: str
+
+
 class RunAborted(_Fact):
     """A structural error stopped the engine; the run stays in its state."""
 
@@ -290,6 +299,7 @@ Fact = Annotated[
     | Transitioned
     | RunFinished
     | RunBranched
+    | PatchMarked
     | RunAborted,
     Field(discriminator="kind"),
 ]

@@ -69,6 +69,7 @@ class AgentMemory(BaseModel):
     config: AgentConfig = AgentConfig()
     blacklisted_tools: frozenset[str] = frozenset()
     approval_required: frozenset[str] = frozenset()
+    patches: frozenset[str] = frozenset()
 
     # -- the specification's names for the tool-call lifecycle -------------------------------
 
@@ -214,6 +215,11 @@ for _kind in (
     f.RunAborted,
 ):
     _reduce.register(_kind)(_unchanged)
+
+
+@_reduce.register
+def _(fact: f.PatchMarked, memory: AgentMemory) -> AgentMemory:
+    return memory.model_copy(update={"patches": memory.patches | {fact.change_id}})
 
 
 @_reduce.register

@@ -182,6 +182,8 @@ def summarize(fact: Fact) -> str:
         case f.RunBranched():
             changes = ", ".join(fact.changes) or "no change"
             return f"from {fact.parent_id} at seq {fact.parent_seq}: {changes}"
+        case f.PatchMarked():
+            return f"new code for {fact.change_id!r}"
         case f.RunAborted():
             return f"{fact.error_type}: {_short(fact.message, 80)}"
     return ""  # pragma: no cover

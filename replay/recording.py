@@ -95,6 +95,13 @@ class Recording:
             for d in e.fact.decisions
         }
 
+    @cached_property
+    def patches(self) -> frozenset[str]:
+        """The deliberate changes whose new code the run ran (`ctx.patched`)."""
+        return frozenset(
+            e.fact.change_id for e in self.entries if isinstance(e.fact, f.PatchMarked)
+        )
+
     def branch_point(self, at: int) -> int:
         """The last complete transition at or before seq `at` (1 if there is none); a seq
         the run does not have is refused."""

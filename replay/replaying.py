@@ -44,6 +44,7 @@ def replay_run(
     interrupted = recording.interrupted_calls
     if not execute_tools:
         agent.tool_runner(RecordedTools(recording.tool_outcomes, interrupted=interrupted))
+    agent.patches(recording.patches.__contains__)  # old runs replay their old code paths
     engine = agent.build()
     branches = [e for e in recording.entries if isinstance(e.fact, f.RunBranched)]
     while True:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ import pytest
 from agentsm import (
     AgentBuilder,
     AgentConfig,
+    AgentMemory,
     HandlerCrashed,
     LlmResponse,
     MockLlmCaller,
@@ -147,3 +149,37 @@ def test_memory_json_prints_sets_sorted(tmp_path: Path, capsys: pytest.CaptureFi
     assert main(["--db", str(db), "memory", run_id, "--json"]) == 0
     memory = json.loads(capsys.readouterr().out)["memory"]
     assert memory["blacklisted_tools"] == sorted(names)
+
+
+def observing(version: int, seen: list[bool]) -> Callable[[RunContext], str]:
+    """The Observing handler, before (1) and after (2) a deliberate change guarded by
+    `ctx.patched`: version 2 asks twice, to show the marker is recorded once."""
+
+    def handle(ctx: RunContext) -> str:
+        seen.append(version == 2 and ctx.patched("commit-v2") and ctx.patched("commit-v2"))
+        return "Continue"
+
+    return handle
+
+
+def test_patched_keeps_old_runs_on_their_old_path(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+
+    seen: list[bool] = []
+
+    def version(n: int) -> Callable[[str], AgentBuilder]:
+        return lambda task: agent(task).handler("Observing", observing(n, seen))
+
+    old = record(db, version(1)("recorded before the change"))
+    new = record(db, version(2)("recorded after the change"))
+    new_facts = SQLiteEventStore(db).read(new)
+    assert [e.kind for e in new_facts].count("PatchMarked") == 1  # the first time only
+    assert seen == [False] * 3 + [True] * 3  # live runs take the new path
+    seen.clear()
+    assert replay_run(db, old, version(2)).identical  # no marker: patched() is False
+    assert seen == [False] * 3
+    assert replay_run(db, new, version(2)).identical  # the marker is there: the new path
+    assert seen == [False] * 3 + [True] * 3
+    assert not replay_run(db, new, version(1)).same_behaviour  # the change, taken out, shows
+    memory = AgentMemory.rebuild(SQLiteEventStore(db), new)[0]
+    assert memory.patches == frozenset({"commit-v2"})
