@@ -2,6 +2,7 @@
 resume it; and the `agentsm` command line around all that."""
 
 from .branching import branch_run
+from .branchnotes import UnusedChange
 from .diffing import RunDiff, diff_runs
 from .effects import RecordedDecisions, RecordedLlm, RecordedTools, ReplayedCrash
 from .errors import BuilderRequired, ReplayError, SeqOutOfRange, UsageError
@@ -24,6 +25,7 @@ __all__ = [
     "ReplayedCrash",
     "RunDiff",
     "SeqOutOfRange",
+    "UnusedChange",
     "UsageError",
     "assert_replays",
     "branch_run",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+import warnings
 from collections.abc import Sequence
 
 from agentsm import (
@@ -19,6 +20,7 @@ from agentsm.facts import FACTS
 from agentsm.recorder import encode_meta
 from eventstore import EventStore, NewEvent
 
+from .branchnotes import UnusedChange, unused_changes
 from .effects import RecordedDecisions, RecordedLlm, RecordedTools
 from .recording import Recording
 from .source import Builder, StoreLike, open_store, recorded_builder
@@ -45,7 +47,9 @@ def branch_run(
     tool call; `config` replaces the configuration from there; `llm` answers every later call
     (otherwise the parent's remaining recorded responses do). Tools, decisions: the parent's
     recorded ones by call id, then the builder's own (tools not recorded and no builder come
-    back as `ERROR: NotRecorded`).
+    back as `ERROR: NotRecorded`). A change nothing after the point used (no LLM call or tool
+    run came, or the answer became a reflection summary) is reported with an `UnusedChange`
+    warning: the branch then repeats its parent.
     """
     store = open_store(db)
     parent = Recording.load(store, run_id)
@@ -88,6 +92,8 @@ def branch_run(
         engine.run()
     except (AgentFailed, HumanInputRequired, EngineError):
         pass  # the branch's outcome is in its log
+    for note in unused_changes(new_id, Recording.load(store, new_id).entries, changes):
+        warnings.warn(UnusedChange(note), stacklevel=2)  # the branch repeats its parent
     return new_id
 
 

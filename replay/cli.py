@@ -9,6 +9,7 @@ import os
 import sys
 import time
 import traceback
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal, NoReturn
@@ -27,6 +28,7 @@ from agentsm.memory import fold_with_state
 from eventstore import EventStore, SQLiteEventStore, StoreError
 
 from .branching import branch_run
+from .branchnotes import UnusedChange
 from .demo import run_demo
 from .diffing import diff_runs
 from .errors import BuilderRequired, UsageError
@@ -283,17 +285,26 @@ def cmd_branch(args: argparse.Namespace) -> int:
     live = None
     if args.live and builder is not None:
         live = builder(Recording.load(store, args.run).definition.task).build().llm
-    new_id = branch_run(
-        store,
-        args.run,
-        args.at,
-        llm_response=answer,
-        tool_result=args.tool_result,
-        config=config,
-        llm=live,
-        builder=builder,
-    )
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", UnusedChange)
+        new_id = branch_run(
+            store,
+            args.run,
+            args.at,
+            llm_response=answer,
+            tool_result=args.tool_result,
+            config=config,
+            llm=live,
+            builder=builder,
+        )
     print(printable(new_id))
+    for warning in caught:
+        if isinstance(warning.message, UnusedChange):
+            print(f"agentsm: note: {printable(warning.message)}", file=sys.stderr)
+        else:
+            warnings.showwarning(
+                warning.message, warning.category, warning.filename, warning.lineno
+            )
     return 0
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -22,7 +23,7 @@ from agentsm import (
     tool,
 )
 from eventstore import NewEvent, SQLiteEventStore
-from replay import BuilderRequired, branch_run, replay_run
+from replay import BuilderRequired, UnusedChange, branch_run, replay_run
 from replay.cli import main
 
 
@@ -183,3 +184,47 @@ def test_patched_keeps_old_runs_on_their_old_path(tmp_path: Path) -> None:
     assert not replay_run(db, new, version(1)).same_behaviour  # the change, taken out, shows
     memory = AgentMemory.rebuild(SQLiteEventStore(db), new)[0]
     assert memory.patches == frozenset({"commit-v2"})
+
+
+def reflecting_agent(task: str) -> AgentBuilder:
+    script = [
+        LlmResponse.tool_call("lookup", {"key": "a"}, id="c1"),
+        LlmResponse.final_answer("A summary: the value of a is known."),  # the reflection
+        LlmResponse.final_answer("The value of a is known now, as looked up."),
+    ]
+    return (
+        AgentBuilder(task)
+        .llm(MockLlmCaller(script))
+        .config(AgentConfig(reflect_every_n_steps=1))
+        .tool(lookup)
+    )
+
+
+def seq_of(db: Path, run_id: str, kind: str, nth: int = 0) -> int:
+    return [e.seq for e in SQLiteEventStore(db).read(run_id) if e.kind == kind][nth]
+
+
+def test_a_branch_whose_change_was_never_used_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "runs.db"
+    run_id = record(db, reflecting_agent("find a"))
+    last = SQLiteEventStore(db).run(run_id).last_seq
+    answer = LlmResponse.final_answer("Another answer, long enough.")
+    with pytest.warns(UnusedChange, match="made no LLM call after the branch point"):
+        branch_run(db, run_id, last, llm_response=answer)
+    with pytest.warns(UnusedChange, match="ran no tool after the branch point"):
+        branch_run(db, run_id, last, tool_result="another result")
+    before_reflection = seq_of(db, run_id, "LlmRequested", 1) - 1
+    with pytest.warns(UnusedChange, match="was a reflection, so the answer given became"):
+        child = branch_run(db, run_id, before_reflection, llm_response=answer)
+    summary = [e for e in SQLiteEventStore(db).read(child) if e.kind == "HistoryCompressed"]
+    assert "Another answer" in summary[-1].payload  # the answer went into the summary indeed
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a change that is used: no warning
+        used = branch_run(db, run_id, seq_of(db, run_id, "StepStarted", 1), llm_response=answer)
+    assert "Another answer" in SQLiteEventStore(db).read(used)[-1].payload
+    assert main(["--db", str(db), "branch", run_id, "--at", str(last), "--answer", "Other."]) == 0
+    shown = capsys.readouterr()
+    assert shown.out.strip() in {r.run_id for r in SQLiteEventStore(db).runs()}
+    assert shown.err.startswith("agentsm: note: Branch ") and "no LLM call" in shown.err
