@@ -1,5 +1,6 @@
 """eventstore: a generic append-only event log in SQLite; it knows nothing about agents."""
 
+from .chain import ChainBreak, ChainReport
 from .errors import ConcurrencyError, NotAnEventLog, SchemaVersionError, StoreError, UnknownRun
 from .migrations import LATEST as SCHEMA_VERSION
 from .protocol import EventStore
@@ -9,6 +10,8 @@ from .sqlite import DURABILITY, Durability, SQLiteEventStore
 __all__ = [
     "DURABILITY",
     "SCHEMA_VERSION",
+    "ChainBreak",
+    "ChainReport",
     "ConcurrencyError",
     "Durability",
     "EventStore",

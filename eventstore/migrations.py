@@ -87,9 +87,25 @@ def _m002_append_only_inserts(db: sqlite_utils.Database) -> None:
     )
 
 
+def _m003_event_hashes(db: sqlite_utils.Database) -> None:
+    """Tamper evidence: every event gets a hash chained to its run's previous one (the store
+    computes it on insert, see `eventstore.chain`). Events already logged keep no hash;
+    `events_unhashed` records up to which seq of each run, so that no later event may lack one."""
+    db.execute("ALTER TABLE events ADD COLUMN hash TEXT")
+    db.execute("CREATE TABLE events_unhashed (run_id TEXT PRIMARY KEY, upto INTEGER NOT NULL)")
+    db.execute("INSERT INTO events_unhashed SELECT run_id, MAX(seq) FROM events GROUP BY run_id")
+    for action in ("INSERT", "UPDATE", "DELETE"):
+        db.execute(
+            f"CREATE TRIGGER events_unhashed_refuse_{action.lower()} BEFORE {action} ON "
+            f"events_unhashed BEGIN SELECT RAISE(ABORT, 'events_unhashed is fixed when "
+            f"hashes begin: {action} is refused'); END"
+        )
+
+
 MIGRATIONS: list[tuple[int, str, Callable[[sqlite_utils.Database], None]]] = [
     (1, "initial", _m001_initial),
     (2, "append-only inserts", _m002_append_only_inserts),
+    (3, "event hashes", _m003_event_hashes),
 ]
 LATEST = MIGRATIONS[-1][0]
 

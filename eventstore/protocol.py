@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from .chain import ChainReport
 from .records import NewEvent, RunRecord, StoredEvent
 
 __all__ = ["EventStore"]
@@ -20,7 +21,8 @@ class EventStore(Protocol):
     sequence number the writer has seen; if the log has moved on, `ConcurrencyError` is raised
     and nothing is written. `durable=True` marks an append that an effect follows (a tool
     call, an LLM call, the run handed back to its caller): a store set for power-loss
-    durability makes that commit reach the disk before it returns.
+    durability makes that commit reach the disk before it returns. Every event is stored with
+    a hash chained to its run's previous one; `verify` checks that chain (`eventstore.chain`).
     """
 
     def create_run(
@@ -49,6 +51,8 @@ class EventStore(Protocol):
     def read(
         self, run_id: str, *, after: int = 0, upto: int | None = None
     ) -> list[StoredEvent]: ...
+
+    def verify(self, run_id: str) -> ChainReport: ...
 
     def run(self, run_id: str) -> RunRecord: ...
 

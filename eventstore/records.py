@@ -31,6 +31,9 @@ class StoredEvent:
     meta: dict[str, Any]
     recorded_at: float
     version: int
+    hash: str | None = None
+    """SHA-256 chained to the run's previous event (see `eventstore.chain`); None for events
+    recorded before the store kept hashes."""
 
     def __repr__(self) -> str:
         return f"StoredEvent(run_id={self.run_id!r}, seq={self.seq}, kind={self.kind!r})"

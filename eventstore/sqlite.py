@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 import sqlite_utils
 
+from .chain import GENESIS, ChainReport, check_chain, link
 from .errors import ConcurrencyError, NotAnEventLog, SchemaVersionError, StoreError, UnknownRun
 from .migrations import LATEST, migrate
 from .records import NewEvent, RunRecord, StoredEvent
@@ -57,6 +58,7 @@ class SQLiteEventStore:
                 f"No database at {self.path!r}. Check the path, or record a run into it first."
             )
         self._lock = threading.RLock()
+        self._has_hashes: bool | None = None
         try:
             self._conn = self._connect()
         except sqlite3.DatabaseError as e:
@@ -326,9 +328,10 @@ class SQLiteEventStore:
 
     def read(self, run_id: str, *, after: int = 0, upto: int | None = None) -> list[StoredEvent]:
         """The run's events with `after < seq <= upto`, in order."""
+        hashes = "hash" if self._hashed() else "NULL"
         sql = (
-            "SELECT run_id, seq, kind, payload, meta, recorded_at, version FROM events "
-            "WHERE run_id = ? AND seq > ?"
+            f"SELECT run_id, seq, kind, payload, meta, recorded_at, version, {hashes} "
+            "FROM events WHERE run_id = ? AND seq > ?"
         )
         args: tuple[Any, ...] = (run_id, after)
         if upto is not None:
@@ -337,7 +340,26 @@ class SQLiteEventStore:
         rows = self._rows(sql + " ORDER BY seq", args)
         if not rows and after == 0:
             self.run(run_id)
-        return [StoredEvent(r[0], r[1], r[2], r[3], json.loads(r[4]), r[5], r[6]) for r in rows]
+        return [
+            StoredEvent(r[0], r[1], r[2], r[3], json.loads(r[4]), r[5], r[6], r[7]) for r in rows
+        ]
+
+    def _hashed(self) -> bool:
+        """Whether events have hashes (a read-only open may meet a log from before them)."""
+        if self._has_hashes is None:
+            columns = {r[1] for r in self._rows("PRAGMA table_info(events)")}
+            self._has_hashes = "hash" in columns
+        return self._has_hashes
+
+    def verify(self, run_id: str) -> ChainReport:
+        """Check the hash chain of a run: the first broken link, if any (see `eventstore.chain`)."""
+        record = self.run(run_id)
+        events = self.read(run_id)
+        upto = len(events)
+        if self._hashed():
+            rows = self._rows("SELECT upto FROM events_unhashed WHERE run_id = ?", (run_id,))
+            upto = rows[0][0] if rows else 0
+        return check_chain(run_id, events, unhashed_upto=upto, last_seq=record.last_seq)
 
     def backup(self, dest: str | Path) -> None:
         """Copy the whole log, as one consistent snapshot, into the new file `dest` with SQLite's
@@ -375,13 +397,19 @@ class SQLiteEventStore:
 
 
 def _insert(conn: sqlite3.Connection, run_id: str, after: int, events: Sequence[NewEvent]) -> None:
+    """Insert events after seq `after`, each with its hash chained to the one before."""
+    row = conn.execute(
+        "SELECT hash FROM events WHERE run_id = ? AND seq = ?", (run_id, after)
+    ).fetchone()
+    previous = row[0] if row is not None and row[0] else GENESIS
+    rows = []
+    for seq, e in enumerate(events, start=after + 1):
+        previous = link(previous, run_id, seq, e.kind, e.version, e.payload, e.meta, e.recorded_at)
+        rows.append((run_id, seq, e.kind, e.payload, e.meta, e.recorded_at, e.version, previous))
     conn.executemany(
-        "INSERT INTO events (run_id, seq, kind, payload, meta, recorded_at, version) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?)",
-        [
-            (run_id, after + i, e.kind, e.payload, e.meta, e.recorded_at, e.version)
-            for i, e in enumerate(events, start=1)
-        ],
+        "INSERT INTO events (run_id, seq, kind, payload, meta, recorded_at, version, hash) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        rows,
     )
 
 

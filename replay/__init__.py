@@ -5,7 +5,7 @@ from .branching import branch_run
 from .branchnotes import UnusedChange
 from .diffing import RunDiff, diff_runs
 from .effects import RecordedDecisions, RecordedLlm, RecordedTools, ReplayedCrash
-from .errors import BuilderRequired, ReplayError, SeqOutOfRange, UsageError
+from .errors import BuilderRequired, ImportRefused, ReplayError, SeqOutOfRange, UsageError
 from .recording import Recording
 from .replaying import assert_replays, replay_run
 from .report import Divergence, ReplayReport
@@ -16,6 +16,7 @@ from .transfer import export_run, import_runs
 __all__ = [
     "BuilderRequired",
     "Divergence",
+    "ImportRefused",
     "RecordedDecisions",
     "RecordedLlm",
     "RecordedTools",

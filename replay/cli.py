@@ -380,6 +380,24 @@ def cmd_import(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_verify(args: argparse.Namespace) -> int:
+    store = _store(args)
+    if not args.all and not args.run:
+        raise AgentError("verify needs a RUN id, or --all to check every run of the database.")
+    run_ids = [r.run_id for r in store.runs()] if args.all else [resolve_run(store, args.run)]
+    broken = 0
+    for run_id in run_ids:
+        report = store.verify(run_id)
+        if report.ok:
+            print(printable(str(report)))
+        else:
+            broken += 1
+            print(out(printable(str(report)), "red", "bold"))
+    if args.all:
+        print(f"\n{len(run_ids)} runs verified: {len(run_ids) - broken} intact, {broken} broken")
+    return 1 if broken else 0
+
+
 def cmd_backup(args: argparse.Namespace) -> int:
     with SQLiteEventStore(args.db, read_only=True) as store:
         store.backup(args.dest)
@@ -604,6 +622,14 @@ def _parser() -> argparse.ArgumentParser:
         "agentsm --db other.db import run.jsonl",
     )
     imp.add_argument("file", help="the export file, or - for standard input")
+    ver = add(
+        "verify",
+        cmd_verify,
+        "check the hash chain of a run's facts: intact, or the first broken link (exit code 0/1)",
+        "agentsm verify --all",
+    )
+    ver.add_argument("run", nargs="?", help="run id (or a unique prefix)")
+    ver.add_argument("--all", action="store_true", help="check every run of the database")
     bak = add(
         "backup",
         cmd_backup,

@@ -3,6 +3,7 @@
 ReplayError            root of what the replay package raises about a request
 ├── SeqOutOfRange      a sequence number the run does not have (also a ValueError)
 ├── BuilderRequired    the run used parts of the agent only the user's builder has
+├── ImportRefused      an export file with a bad line: nothing of it was imported
 └── UsageError         a command-line value that cannot be used as given
 """
 
@@ -12,7 +13,7 @@ from collections.abc import Sequence
 
 from agentsm import AgentError
 
-__all__ = ["BuilderRequired", "ReplayError", "SeqOutOfRange", "UsageError"]
+__all__ = ["BuilderRequired", "ImportRefused", "ReplayError", "SeqOutOfRange", "UsageError"]
 
 
 class ReplayError(AgentError):
@@ -48,3 +49,16 @@ class BuilderRequired(ReplayError):
 
 class UsageError(ReplayError):
     """A command-line value that cannot be used as given; the message shows the right form."""
+
+
+class ImportRefused(ReplayError):
+    """A line of an export file cannot be imported (not JSON, a fact that does not decode, a
+    hash that does not match, a run that exists); nothing of the file was imported."""
+
+    def __init__(self, line: int, problem: str) -> None:
+        self.line = line
+        self.problem = problem
+        super().__init__(
+            f"line {line}: {problem}. Nothing of the file was imported; export the run again "
+            "from its source database."
+        )

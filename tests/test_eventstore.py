@@ -65,14 +65,17 @@ def test_database_refuses_update_and_delete(store: SQLiteEventStore) -> None:
     assert [e.kind for e in store.read("r")] == ["A"]
 
 
+EVENTS = "events (run_id, seq, kind, payload, meta, recorded_at, version)"
+
+
 @pytest.mark.parametrize(
     "sql",
     [
-        "INSERT OR REPLACE INTO events VALUES ('r', 1, 'X', '{}', '{}', 0, 1)",
-        "REPLACE INTO events VALUES ('r', 2, 'X', '{}', '{}', 0, 1)",
-        "INSERT INTO events VALUES ('r', 4, 'X', '{}', '{}', 0, 1)",  # a gap after seq 2
-        "INSERT INTO events VALUES ('r', 0, 'X', '{}', '{}', 0, 1)",
-        "INSERT INTO events VALUES ('nobody', 1, 'X', '{}', '{}', 0, 1)",  # not in the catalog
+        f"INSERT OR REPLACE INTO {EVENTS} VALUES ('r', 1, 'X', '{{}}', '{{}}', 0, 1)",
+        f"REPLACE INTO {EVENTS} VALUES ('r', 2, 'X', '{{}}', '{{}}', 0, 1)",
+        f"INSERT INTO {EVENTS} VALUES ('r', 4, 'X', '{{}}', '{{}}', 0, 1)",  # a gap after seq 2
+        f"INSERT INTO {EVENTS} VALUES ('r', 0, 'X', '{{}}', '{{}}', 0, 1)",
+        f"INSERT INTO {EVENTS} VALUES ('nobody', 1, 'X', '{{}}', '{{}}', 0, 1)",  # not a run
     ],
 )
 def test_database_refuses_inserts_that_are_not_appends(tmp_path: Path, sql: str) -> None:
@@ -83,7 +86,7 @@ def test_database_refuses_inserts_that_are_not_appends(tmp_path: Path, sql: str)
     with pytest.raises(sqlite3.IntegrityError, match="append-only: a fact goes right after"):
         plain.execute(sql)
     assert store.read("r") == before
-    plain.execute("INSERT INTO events VALUES ('r', 3, 'C', '{}', '{}', 0, 1)")  # an append
+    plain.execute(f"INSERT INTO {EVENTS} VALUES ('r', 3, 'C', '{{}}', '{{}}', 0, 1)")  # append
     plain.close()
 
 
@@ -125,7 +128,9 @@ def test_an_older_log_is_migrated_on_open_in_one_transaction(tmp_path: Path) -> 
     with SQLiteEventStore(path, create=False) as s:
         assert s._conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         with pytest.raises(sqlite3.IntegrityError, match="append-only"):
-            s._conn.execute("INSERT OR REPLACE INTO events VALUES ('r', 1, 'X', '{}', '{}', 0, 1)")
+            s._conn.execute(
+                f"INSERT OR REPLACE INTO {EVENTS} VALUES ('r', 1, 'X', '{{}}', '{{}}', 0, 1)"
+            )
         assert [e.kind for e in s.read("r")] == ["FORGED"]  # what was done before stays done
 
 
@@ -218,7 +223,7 @@ def test_schema_version_and_migrations_table(tmp_path: Path) -> None:
     conn = sqlite3.connect(path)
     assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     cols = [r[1] for r in conn.execute("PRAGMA table_info(events)")]
-    assert cols == ["run_id", "seq", "kind", "payload", "meta", "recorded_at", "version"]
+    assert cols == ["run_id", "seq", "kind", "payload", "meta", "recorded_at", "version", "hash"]
     assert conn.execute("SELECT version, name FROM eventstore_migrations").fetchall() == [
         (version, name) for version, name, _ in MIGRATIONS
     ]
@@ -254,7 +259,7 @@ def test_a_killed_writer_leaves_whole_transactions(tmp_path: Path) -> None:
         f"s = SQLiteEventStore({str(path)!r})\n"
         "s.append('r', 0, [NewEvent('A', '{}'), NewEvent('B', '{}')])\n"
         "s._conn.execute('BEGIN IMMEDIATE')\n"
-        "s._conn.execute(\"INSERT INTO events VALUES ('r', 3, 'C', '{}', '{}', 0, 1)\")\n"
+        "s._conn.execute(\"INSERT INTO events VALUES ('r', 3, 'C', '{}', '{}', 0, 1, NULL)\")\n"
         "os._exit(9)\n"
     )
     result = subprocess.run([sys.executable, "-c", script], capture_output=True)

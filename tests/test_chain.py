@@ -1,0 +1,193 @@
+"""Tamper evidence: every fact carries a hash chained to its run's previous fact; `agentsm verify`
+finds the first broken link, edits made with the append-only triggers dropped included."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from agentsm import AgentBuilder, LlmResponse, MockLlmCaller, tool
+from eventstore import NewEvent, SQLiteEventStore
+from eventstore.chain import GENESIS, link
+from replay import ImportRefused, branch_run, decide, export_run, import_runs, replay_run
+from replay.cli import main
+
+LONG = "The answer, which is long enough to be accepted."
+FORGED = "A forged answer, which is long enough to pass."
+LEGACY = Path(__file__).parent / "fixtures" / "legacy" / "legacy-0.1.0.db"
+
+
+@tool
+def lookup(key: str) -> str:
+    """Look a key up."""
+    return f"value of {key}"
+
+
+def record(db: Path, run_id: str = "r") -> None:
+    script = [LlmResponse.tool_call("lookup", {"key": "a"}), LlmResponse.final_answer(LONG)]
+    builder = AgentBuilder("task").llm(MockLlmCaller(script)).tool(lookup)
+    builder.store(SQLiteEventStore(db)).run_id(run_id).build().run()
+
+
+def tamper(db: Path, *statements: str) -> None:
+    """Edit the log as someone with write access would: triggers dropped first."""
+    conn = sqlite3.connect(db)
+    for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'"):
+        conn.execute(f"DROP TRIGGER {name}")
+    for sql in statements:
+        conn.execute(sql)
+    conn.commit()
+    conn.close()
+
+
+def test_every_fact_is_chained_to_the_one_before(tmp_path: Path) -> None:
+    db = tmp_path / "log.db"
+    record(db)
+    store = SQLiteEventStore(db)
+    events = store.read("r")
+    previous = GENESIS
+    for e in events:
+        assert e.hash == link(
+            previous, "r", e.seq, e.kind, e.version, e.payload, e.meta, e.recorded_at
+        )
+        previous = e.hash
+    report = store.verify("r")
+    assert report.ok and report.unhashed == 0 and report.head == events[-1].hash
+
+
+def test_an_answer_forged_in_every_fact_is_found_at_the_first(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "log.db"
+    record(db, "good")
+    record(db, "r")
+    tamper(
+        db,
+        f"UPDATE events SET payload = replace(payload, '{LONG}', '{FORGED}') WHERE run_id = 'r'",
+    )
+    assert replay_run(db, "r").identical  # replay alone cannot tell
+    report = SQLiteEventStore(db, read_only=True).verify("r")
+    assert report.broken is not None
+    assert (report.broken.seq, report.broken.kind) == (15, "LlmResponded")
+    assert main(["--db", str(db), "verify", "r"]) == 1
+    assert "run r: broken at seq 15 (LlmResponded)" in capsys.readouterr().out
+    assert main(["--db", str(db), "verify", "--all"]) == 1
+    out = capsys.readouterr().out
+    assert "run good: intact" in out and "2 runs verified: 1 intact, 1 broken" in out
+    assert main(["--db", str(db), "verify", "good"]) == 0
+
+
+@pytest.mark.parametrize(
+    ("edit", "seq", "reason"),
+    [
+        ('UPDATE events SET meta = \'{"state": "Done", "step": 1}\' WHERE seq = 4', 4, "hash"),
+        ("UPDATE events SET recorded_at = 0 WHERE seq = 9", 9, "hash"),
+        ("UPDATE events SET hash = NULL WHERE seq = 5", 5, "no hash"),
+        ("DELETE FROM events WHERE seq = 6", 6, "seq 6 is missing"),
+        ("DELETE FROM events WHERE seq = (SELECT MAX(seq) FROM events)", 18, "catalog says"),
+        ("UPDATE events SET hash = NULL", 1, "no hash"),
+    ],
+)
+def test_each_kind_of_edit_breaks_the_chain_where_it_was_made(
+    tmp_path: Path, edit: str, seq: int, reason: str
+) -> None:
+    db = tmp_path / "log.db"
+    record(db)
+    tamper(db, edit)
+    report = SQLiteEventStore(db, read_only=True).verify("r")
+    assert report.broken is not None and report.broken.seq == seq
+    assert reason in report.broken.reason
+
+
+def test_the_hashes_survive_export_and_import(tmp_path: Path) -> None:
+    db, copy = tmp_path / "log.db", tmp_path / "copy.db"
+    record(db)
+    lines = list(export_run(SQLiteEventStore(db), "r"))
+    assert all(json.loads(line).get("hash") for line in lines[1:])
+    target = SQLiteEventStore(copy)
+    assert import_runs(target, lines) == ["r"]
+    assert [e.hash for e in target.read("r")] == [e.hash for e in SQLiteEventStore(db).read("r")]
+    assert target.verify("r").ok
+
+
+def test_an_export_edited_after_it_was_made_is_refused_whole(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db, copy = tmp_path / "log.db", tmp_path / "copy.db"
+    record(db, "first")
+    record(db, "second")
+    lines = [
+        *export_run(SQLiteEventStore(db), "first"),
+        *export_run(SQLiteEventStore(db), "second"),
+    ]
+    forged = [line.replace(LONG, FORGED) if i > 19 else line for i, line in enumerate(lines)]
+    target = SQLiteEventStore(copy)
+    with pytest.raises(ImportRefused, match=r"^line 35: the hash of seq 15 \(LlmResponded\)"):
+        import_runs(target, forged)
+    assert target.runs() == []
+    (tmp_path / "forged.jsonl").write_text("\n".join(forged) + "\n")
+    assert main(["--db", str(copy), "import", str(tmp_path / "forged.jsonl")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "line 35" in err and "Nothing of the file" in err
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (
+            lambda e: {**e, "payload": {**e["payload"], "step": "two"}},
+            "line 4: Run r cannot be read: its StepStarted fact at seq 3",
+        ),
+        (lambda e: {**e, "kind": "Unheard"}, "knows no fact kind 'Unheard'"),
+        (lambda e: {**e, "version": 7}, "is version 7, newer than version 1"),
+        (lambda e: {k: v for k, v in e.items() if k != "meta"}, "a fact needs its meta"),
+        (lambda e: {**e, "seq": 9}, "seq 9 where 3 was due"),
+    ],
+)
+def test_an_export_with_a_fact_that_does_not_decode_imports_nothing(
+    tmp_path: Path, change: object, message: str
+) -> None:
+    db = tmp_path / "log.db"
+    record(db)
+    lines = list(export_run(SQLiteEventStore(db), "r"))
+    step = json.loads(lines[3])
+    assert (step["seq"], step["kind"]) == (3, "StepStarted")
+    lines[3] = json.dumps(change(step))  # type: ignore[operator]
+    target = SQLiteEventStore(tmp_path / "copy.db")
+    with pytest.raises(ImportRefused, match=message):
+        import_runs(target, lines)
+    assert target.runs() == []
+
+
+def test_branch_copies_are_chained_in_their_own_run(tmp_path: Path) -> None:
+    db = tmp_path / "log.db"
+    record(db)
+    child = branch_run(db, "r", 8, llm_response=LlmResponse.final_answer(FORGED))
+    store = SQLiteEventStore(db)
+    assert store.verify(child).ok and store.verify(child).unhashed == 0
+    assert store.read(child)[0].hash != store.read("r")[0].hash  # the run id is hashed
+
+
+def test_runs_recorded_before_hashes_are_said_so_and_continue_chained(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "legacy.db"
+    shutil.copy(LEGACY, db)
+    assert main(["--db", str(db), "verify", "answer"]) == 0  # read-only: schema as written
+    assert "8 facts recorded before hashes were kept" in capsys.readouterr().out
+    store = SQLiteEventStore(db)  # migrated
+    decide(store, "pending", "approved")
+    report = store.verify("pending")
+    assert report.ok and (report.events, report.unhashed) == (9, 8)
+    assert main(["--db", str(db), "verify", "--all"]) == 0
+    assert "1 chained, 8 recorded before hashes" in capsys.readouterr().out.replace(
+        "facts chained", "chained"
+    )
+    store.append("answer", 8, [NewEvent("X", "{}")])
+    tamper(db, "UPDATE events SET hash = NULL WHERE run_id = 'answer' AND seq = 9")
+    broken = SQLiteEventStore(db, read_only=True).verify("answer").broken
+    assert broken is not None and broken.seq == 9 and broken.reason == "the fact has no hash"
