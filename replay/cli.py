@@ -425,7 +425,7 @@ def cmd_graph(args: argparse.Namespace) -> int:
             Path(args.out).write_text(text + "\n")
             print(f"wrote {args.out}")
         else:
-            print(text)
+            print(printable(text, lines=True))
         return 0
     print(f"wrote {save(state_diagram(table, path, title), args.out)}")
     return 0
