@@ -15,7 +15,7 @@ from . import facts as f
 from .context import ApprovalCallback, RunContext, Suspend, ToolRunner
 from .engine import AgentEngine
 from .errors import BuildError
-from .llm.base import LlmCaller
+from .llm.base import LlmCaller, llm_settings
 from .redaction import Hook, Redactor
 from .states import AgentState, default_handlers
 from .tools import Tool, ToolRegistry, tool
@@ -97,6 +97,11 @@ class AgentBuilder:
             )
         self._llm = llm
         return self
+
+    @property
+    def llm_caller(self) -> LlmCaller | None:
+        """The LLM caller given to `.llm()`, if any."""
+        return self._llm
 
     def config(self, config: AgentConfig) -> AgentBuilder:
         """Replace the whole configuration (later `.max_steps()` / `.model()` still apply)."""
@@ -281,6 +286,7 @@ class AgentBuilder:
             ),
             custom_table=dict(table) != dict(build_transition_table()),
             redactions=redactor.labels,
+            llm=llm_settings(llm),
         )
         return AgentEngine(
             store=store,

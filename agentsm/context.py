@@ -14,7 +14,7 @@ from typing import Any
 
 from . import facts as f
 from .codec import clean_text
-from .errors import OwnershipViolation, UnrecordableFact
+from .errors import LlmDeadlineExceeded, OwnershipViolation, UnrecordableFact
 from .facts import Decision, Fact
 from .llm.base import LlmCaller
 from .memory import AgentMemory
@@ -64,8 +64,11 @@ class RunContext:
         approval: ApprovalCallback | None,
         emit: Callable[[AgentOutput], None],
         patches: Callable[[str], bool] | None = None,
+        run_deadline: float | None = None,
     ) -> None:
         self.run_id = run_id
+        self.run_deadline = run_deadline
+        """The event loop time by which this execution's LLM calls must end (None: never)."""
         self.state = state
         self.tools = tools
         self.llm = llm
@@ -144,26 +147,49 @@ class RunContext:
         )
         self.commit()
         started = time.perf_counter()
+        seconds, which = self._llm_time_left()
         fact: f.LlmResponded | f.LlmFailed
+        stop: LlmDeadlineExceeded | None = None
         try:
-            response = await self.llm.call(view, registry, model)
+            async with asyncio.timeout(seconds) as limit:
+                response = await self.llm.call(view, registry, model)
             if not isinstance(response, LlmResponse):
                 raise TypeError(
                     f"{type(self.llm).__name__}.call returned {type(response).__name__}, "
                     "not LlmResponse"
                 )
             fact = f.LlmResponded(purpose=purpose, response=response)
+        except LlmDeadlineExceeded as e:  # a recorded deadline, served back by replay
+            stop = e
         except Exception as e:  # a provider failure is data
-            fact = f.LlmFailed(
-                purpose=purpose, error_type=type(e).__name__, message=clean_text(str(e))
-            )
+            if limit.expired():
+                stop = LlmDeadlineExceeded(f"The LLM gave no answer within {which}")
+            else:
+                fact = f.LlmFailed(
+                    purpose=purpose, error_type=type(e).__name__, message=clean_text(str(e))
+                )
+        if stop is not None:
+            fact = f.LlmFailed(purpose=purpose, error_type=type(stop).__name__, message=stop.reason)
         latency = round((time.perf_counter() - started) * 1000, 3)
         try:
             self.record(fact, {"latency_ms": latency})
         except UnrecordableFact as e:  # bad values from the LLM are data too: a refusal
             fact = f.LlmFailed(purpose=purpose, error_type=UNRECORDABLE, message=e.problem)
             self.record(fact, {"latency_ms": latency})
+        if stop is not None:
+            raise stop  # the engine records RunAborted and stops: the run can be resumed
         return fact
+
+    def _llm_time_left(self) -> tuple[float | None, str]:
+        """Seconds the next LLM call may take, and which deadline that is."""
+        per_call = self.config.llm_deadline
+        own = f"llm_deadline={per_call:g} s" if per_call is not None else "no deadline"
+        if self.run_deadline is None:
+            return per_call, own
+        left = max(0.0, self.run_deadline - asyncio.get_running_loop().time())
+        if per_call is not None and per_call <= left:
+            return per_call, own
+        return left, f"the run's deadline (run_deadline={self.config.run_deadline:g} s)"
 
     async def run_tools(self, calls: tuple[ToolCall, ...], *, concurrent: bool) -> None:
         """Run calls (one after another, or all at once), each recorded as started before it

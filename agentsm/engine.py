@@ -32,7 +32,6 @@ from .outputs import (
     ApprovalNeeded,
     FinalAnswer,
     RunErrored,
-    TextDelta,
     TransitionTaken,
 )
 from .recorder import Recorder
@@ -94,6 +93,7 @@ class AgentEngine:
         self._created = False
         self._closed = False
         self._busy = False
+        self._run_deadline: float | None = None
 
     @classmethod
     def attach(
@@ -208,6 +208,7 @@ class AgentEngine:
         the seq reached. Replay uses it to stop exactly where a run was branched."""
         with self._driving():
             token = _text_sink.set(None)
+            self._start_clock()
             try:
                 if not self._created:
                     self._create()
@@ -249,7 +250,8 @@ class AgentEngine:
 
     async def _drive(self, emit: Callable[[AgentOutput], None]) -> Ending:
         with self._driving():
-            token = _text_sink.set(lambda text: emit(TextDelta(text)))
+            token = _text_sink.set(emit)
+            self._start_clock()
             try:
                 if not self._created:
                     self._create()
@@ -259,6 +261,12 @@ class AgentEngine:
                         return ending
             finally:
                 _text_sink.reset(token)
+
+    def _start_clock(self) -> None:
+        """Start this execution's run deadline (each run()/arun()/stream() has its own)."""
+        limit = self.memory.config.run_deadline
+        now = asyncio.get_running_loop().time()
+        self._run_deadline = None if limit is None else now + limit
 
     async def _tick(self, emit: Callable[[AgentOutput], None]) -> Ending | None:
         state = self._state
@@ -277,6 +285,7 @@ class AgentEngine:
             approval=self.approval,
             emit=emit,
             patches=self._patches,
+            run_deadline=self._run_deadline,
         )
         if state not in TERMINAL_STATES:
             cap = self.memory.config.effective_safety_cap()

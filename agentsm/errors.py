@@ -7,7 +7,8 @@ AgentError                   root of everything agentsm raises
 ├── EngineBusy               an engine was asked to drive its run while it already does
 ├── UnreadableFact           a stored fact cannot be decoded (damaged, or an unknown kind)
 │   └── FactVersionTooNew    a stored fact is of a newer version than this code reads
-└── EngineError              structural faults: the run stops where it is
+└── EngineError              the run stops where it is (recorded, resumable)
+    ├── LlmDeadlineExceeded  an LLM call did not answer within its deadline
     ├── InvalidTransition    a handler returned an event the table has no row for
     ├── NoHandlerForState    the current state has no handler
     ├── SafetyCapExceeded    more transitions than the safety cap allows
@@ -33,6 +34,7 @@ __all__ = [
     "HandlerCrashed",
     "HumanInputRequired",
     "InvalidTransition",
+    "LlmDeadlineExceeded",
     "NoHandlerForState",
     "OwnershipViolation",
     "SafetyCapExceeded",
@@ -85,6 +87,18 @@ class EngineBusy(AgentError):
 
 class EngineError(AgentError):
     """A structural fault: the engine stopped; what was recorded stays in the log."""
+
+
+class LlmDeadlineExceeded(EngineError):
+    """An LLM call was abandoned at its deadline (`AgentConfig.llm_deadline` or
+    `run_deadline`); the failure is recorded and the run stopped where it was, resumable."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(
+            f"{reason}. The run stopped with this recorded; resume it to try the call again "
+            "(`agentsm resume RUN_ID` or replay.resume_run), or raise the deadline."
+        )
 
 
 class InvalidTransition(EngineError):

@@ -84,6 +84,8 @@ class RunStarted(_Fact):
     custom_handlers: tuple[str, ...] = ()
     custom_table: bool = False
     redactions: tuple[str, ...] = ()
+    llm: dict[str, Any] = Field(default_factory=dict)
+    """The LLM caller's request settings (provider, temperature, seed, ...), if it has any."""
 
 
 class StepStarted(_Fact):

@@ -12,6 +12,7 @@ __all__ = [
     "FinalAnswer",
     "RunErrored",
     "TextDelta",
+    "TextRetracted",
     "ToolFinished",
     "ToolStarted",
     "TransitionTaken",
@@ -52,6 +53,16 @@ class TextDelta:
 
 
 @dataclass(frozen=True)
+class TextRetracted:
+    """The text streamed since the LLM call began (`text`) is void: the attempt failed (a cut
+    connection, an overload) and the call is retried or fails. Discard it; a retry streams the
+    answer again from its start."""
+
+    text: str
+    reason: str
+
+
+@dataclass(frozen=True)
 class FinalAnswer:
     """The run ended in Done with this answer."""
 
@@ -77,6 +88,7 @@ AgentOutput = (
     | ToolStarted
     | ToolFinished
     | TextDelta
+    | TextRetracted
     | FinalAnswer
     | RunErrored
     | ApprovalNeeded

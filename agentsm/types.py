@@ -103,7 +103,8 @@ class LlmResponse(_Frozen):
     """What an LLM call returns: tool calls (one or several) or a final answer.
 
     `content` is the final answer when there are no calls, or the text that came with them.
-    `stop_reason` is what the provider said (e.g. "max_tokens" when the answer was cut off).
+    `stop_reason` is what the provider said (e.g. "max_tokens" when the answer was cut off);
+    `model` and `system_fingerprint` are what the server says answered (None when unknown).
     """
 
     calls: tuple[ToolCall, ...] = ()
@@ -111,6 +112,8 @@ class LlmResponse(_Frozen):
     confidence: float = 1.0
     usage: TokenUsage | None = None
     stop_reason: str | None = None
+    model: str | None = None
+    system_fingerprint: str | None = None
 
     @classmethod
     def tool_call(
@@ -211,6 +214,11 @@ class AgentConfig(_Frozen):
     `models` maps a task type (or "default") to a model name. `safety_cap` bounds the number of
     transitions of one run; by default it is `6 * max_steps + 10`, enough for the longest cycle
     of the default table (plan, approve, act, observe, reflect) at every step.
+
+    Deadlines, in seconds (None: none): `llm_deadline` bounds one LLM call, retries included;
+    `run_deadline` bounds the LLM calls of one execution of the run (`run()`, `arun()`,
+    `stream()` or a resume), from its start. An LLM call past either is abandoned, recorded
+    as failed, and the run stops where it is (`LlmDeadlineExceeded`), resumable.
     """
 
     max_steps: int = Field(default=15, ge=0)
@@ -222,6 +230,8 @@ class AgentConfig(_Frozen):
     models: dict[str, str] = Field(default_factory=dict)
     tool_timeout: float | None = Field(default=60.0, gt=0)
     safety_cap: int | None = Field(default=None, gt=0)
+    llm_deadline: float | None = Field(default=1200.0, gt=0)
+    run_deadline: float | None = Field(default=None, gt=0)
 
     def effective_safety_cap(self) -> int:
         """The number of transitions after which the engine stops with SafetyCapExceeded."""

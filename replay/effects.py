@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from agentsm import (
     AgentMemory,
     ApprovalRequest,
     LlmCaller,
+    LlmDeadlineExceeded,
     LlmResponse,
     ToolCall,
     ToolOutcome,
@@ -35,22 +37,28 @@ class RecordedLlmError(Exception):
     """A recorded LLM failure raised again; its class name is the recorded error type."""
 
 
-def _recorded_error(failure: f.LlmFailed) -> RecordedLlmError:
+def _recorded_error(failure: f.LlmFailed) -> Exception:
+    if failure.error_type == LlmDeadlineExceeded.__name__:  # the run stopped there: so will this
+        return LlmDeadlineExceeded(failure.message)
     error_type: type[RecordedLlmError] = type(failure.error_type, (RecordedLlmError,), {})
     return error_type(failure.message)
 
 
 class RecordedLlm:
     """An LLM that answers with a run's recorded outcomes, in order (a mock built from the
-    recording). When they run out, `then` answers, or the call fails like a provider."""
+    recording). When they run out, `then` answers, or the call fails like a provider.
+    `settings` are the request settings of the LLM it stands in for (recorded in RunStarted)."""
 
     def __init__(
         self,
         outcomes: Sequence[f.LlmResponded | f.LlmFailed | LlmResponse | None],
         then: LlmCaller | None = None,
+        settings: Mapping[str, Any] | None = None,
     ) -> None:
         self._outcomes = list(outcomes)
         self._then = then
+        self.settings = dict(settings or {})
+        """The request settings the run records (those of the LLM it stands in for)."""
         self.served = 0
 
     async def call(self, memory: AgentMemory, tools: ToolRegistry, model: str) -> LlmResponse:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from agentsm import AgentEngine, AgentFailed, EngineError, HumanInputRequired
 from agentsm import facts as f
 from agentsm._sync import run_sync
+from agentsm.llm.base import llm_settings
 from agentsm.trace import Trace
 from eventstore import SQLiteEventStore
 
@@ -39,7 +40,10 @@ def replay_run(
         else recorded_builder(definition, recording.run_id)
     )
     scratch = SQLiteEventStore(":memory:")
-    agent.llm(RecordedLlm(recording.llm_outcomes)).store(scratch).run_id(recording.run_id)
+    own = agent.llm_caller  # the user's LLM, if the builder sets one: its settings count
+    settings = llm_settings(own) if own is not None else definition.llm
+    agent.llm(RecordedLlm(recording.llm_outcomes, settings=settings))
+    agent.store(scratch).run_id(recording.run_id)
     agent.on_approval(RecordedDecisions(recording.decisions))
     interrupted = recording.interrupted_calls
     if not execute_tools:
@@ -55,11 +59,16 @@ def replay_run(
                 ):
                     engine.note(entry.fact)
             _finish(engine)
-            break
+            if not isinstance(
+                Trace.load(scratch, recording.run_id).entries()[-1].fact, f.RunAborted
+            ):
+                break
         except ReplayedCrash:  # the recorded run died here and was resumed: so is this one
-            if scratch.run(recording.run_id).last_seq >= recording.run.last_seq:
-                break  # ... or it was never resumed
-            engine = agent.attach(recording.run_id)
+            pass
+        # the recorded run stopped here (died, or aborted at an LLM deadline) and was resumed
+        if scratch.run(recording.run_id).last_seq >= recording.run.last_seq:
+            break  # ... or it was never resumed
+        engine = agent.attach(recording.run_id)
     replayed = Trace.load(scratch, recording.run_id).entries()
     return compare_runs(recording.run_id, recording.entries, replayed)
 

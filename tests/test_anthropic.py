@@ -264,12 +264,8 @@ def test_errors_retries_and_overload() -> None:
 
 def test_rate_limited_stream_request_retries_then_streams() -> None:
     with LoopbackProvider() as server:
-        limited = server.serve_fixture("anthropic/13_error_429_on_stream_request")
-        server.responses[-1] = (
-            429,
-            {**dict(limited["response"]["headers"]), "retry-after": "3"},
-            server.responses[-1][2],
-        )
+        server.serve_fixture("anthropic/13_error_429_on_stream_request")
+        server.responses[-1].headers = {**(server.responses[-1].headers or {}), "retry-after": "3"}
         server.serve_fixture("anthropic/14_text_stream_after_429_retry")
         c = caller(server, stream=True)
         response = call(c, AgentMemory(task="Extract order IDs"))

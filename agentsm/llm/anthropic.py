@@ -3,6 +3,7 @@ native `tool_use` / `tool_result` blocks, parallel tool calls and streaming."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..types import LlmResponse, TokenUsage, ToolCall
@@ -85,18 +86,26 @@ class AnthropicCaller(ProviderCaller):
     """An `LlmCaller` for the Anthropic Messages API (or a proxy/test server at `base_url`).
 
     `api_key` defaults to $ANTHROPIC_API_KEY. `stream=True` passes text to `engine.stream()` as
-    it arrives. Retries (rate limits with retry-after, 529 overload, 5xx, network) come from
-    `max_retries`; `timeout` is per request, in seconds; `max_tokens` is required by the API.
+    it arrives. Request settings: `max_tokens` (the API requires it), `temperature`, `top_p`,
+    `top_k`, `tool_choice` ("auto", "none", "required" or a tool name), `parallel_tool_calls`
+    (False sends `disable_parallel_tool_use`), and `extra_body` for any other field. Retries
+    follow `retry` (or `max_retries`); `timeout` bounds each HTTP request, in seconds.
     """
 
     provider = "Anthropic"
     key_env = "ANTHROPIC_API_KEY"
     model_env = "ANTHROPIC_MODEL"
+    base_url_env = "ANTHROPIC_BASE_URL"
+    default_base_url = "https://api.anthropic.com"
     fallback_model = DEFAULT_ANTHROPIC_MODEL
 
-    def __init__(self, *, max_tokens: int = 4096, **options: Any) -> None:
+    def __init__(self, *, max_tokens: int = 4096, top_k: int | None = None, **options: Any) -> None:
         super().__init__(**options)
         self.max_tokens = max_tokens
+        self.top_k = top_k
+
+    def _settings(self) -> dict[str, Any]:
+        return {**super()._settings(), "top_k": self.top_k, "max_tokens": self.max_tokens}
 
     def _make_client(self) -> Any:
         import anthropic
@@ -114,12 +123,18 @@ class AnthropicCaller(ProviderCaller):
         }
         if system:
             request["system"] = system
+        for name in ("temperature", "top_p", "top_k"):
+            if getattr(self, name) is not None:
+                request[name] = getattr(self, name)
         if len(tools):
             request["tools"] = anthropic_tools(tools)
+            choice = _anthropic_tool_choice(self.tool_choice, self.parallel_tool_calls)
+            if choice is not None:
+                request["tool_choice"] = choice
         return request
 
-    async def _plain(self, request: dict[str, Any]) -> LlmResponse:
-        message = await self._sdk().messages.create(**request)
+    async def _plain(self, client: Any, request: dict[str, Any]) -> LlmResponse:
+        message = await self._create(client.messages.create, request)
         text: list[str] = []
         calls: list[ToolCall] = []
         seen: set[str] = set()
@@ -132,16 +147,19 @@ class AnthropicCaller(ProviderCaller):
                 calls.append(tool_call(block.name, args, getattr(block, "id", None), seen))
         usage: dict[str, int] = {}
         _usage(getattr(message, "usage", None), usage)
-        return self._response(calls, "".join(text), getattr(message, "stop_reason", None), usage)
+        stop = getattr(message, "stop_reason", None)
+        return self._response(calls, "".join(text), stop, usage, _served(message))
 
-    async def _streamed(self, request: dict[str, Any]) -> LlmResponse:
-        stream = await self._sdk().messages.create(**request, stream=True)
+    async def _streamed(self, client: Any, request: dict[str, Any]) -> LlmResponse:
+        stream = await self._create(client.messages.create, request, stream=True)
         blocks: dict[int, dict[str, Any]] = {}
         usage: dict[str, int] = {}
         stop: str | None = None
+        served: dict[str, str] = {}
         async for event in stream:
             kind = getattr(event, "type", None)
             if kind == "message_start":
+                served = _served(event.message)
                 _usage(getattr(event.message, "usage", None), usage)
             elif kind == "content_block_start":
                 block = event.content_block
@@ -170,15 +188,56 @@ class AnthropicCaller(ProviderCaller):
             for _, b in sorted(blocks.items())
             if b["type"] == "tool_use"
         ]
-        return self._response(calls, text, stop, usage)
+        return self._response(calls, text, stop, usage, served)
 
     @staticmethod
     def _response(
-        calls: list[ToolCall], text: str, stop: str | None, usage: dict[str, int]
+        calls: list[ToolCall],
+        text: str,
+        stop: str | None,
+        usage: dict[str, int],
+        served: dict[str, str],
     ) -> LlmResponse:
         tokens = TokenUsage(**usage) if usage else None
         if calls:
             return LlmResponse(
-                calls=tuple(calls), content=text.strip() or None, usage=tokens, stop_reason=stop
+                calls=tuple(calls),
+                content=text.strip() or None,
+                usage=tokens,
+                stop_reason=stop,
+                model=served.get("model"),
+                system_fingerprint=served.get("system_fingerprint"),
             )
-        return LlmResponse(content=text, usage=tokens, stop_reason=stop)
+        return LlmResponse(
+            content=text,
+            usage=tokens,
+            stop_reason=stop,
+            model=served.get("model"),
+            system_fingerprint=served.get("system_fingerprint"),
+        )
+
+
+def _served(message: Any) -> dict[str, str]:
+    """The model the server says answered."""
+    model = getattr(message, "model", None)
+    return {"model": model} if isinstance(model, str) and model else {}
+
+
+def _anthropic_tool_choice(
+    choice: str | Mapping[str, Any] | None, parallel: bool | None
+) -> dict[str, Any] | None:
+    """The caller's tool choice in the Messages API's shape; `parallel=False` adds
+    `disable_parallel_tool_use` (to an "auto" choice when none was given)."""
+    if choice is None and parallel is None:
+        return None
+    if choice is None or isinstance(choice, str):
+        shapes = {"auto": "auto", "none": "none", "required": "any", "any": "any"}
+        name = choice or "auto"
+        shaped: dict[str, Any] = (
+            {"type": shapes[name]} if name in shapes else {"type": "tool", "name": name}
+        )
+    else:
+        shaped = dict(choice)
+    if parallel is not None and shaped.get("type") != "none":
+        shaped["disable_parallel_tool_use"] = not parallel
+    return shaped

@@ -4,6 +4,7 @@ Together, ...), through the official `openai` SDK, with native and parallel tool
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..types import LlmResponse, TokenUsage, ToolCall
@@ -76,23 +77,32 @@ def _stop(finish_reason: str | None) -> str | None:
 
 
 class OpenAiCaller(ProviderCaller):
-    """An `LlmCaller` for OpenAI and OpenAI-compatible servers.
+    """An `LlmCaller` for OpenAI and OpenAI-compatible servers (vLLM, Ollama, llama.cpp, ...).
 
     `api_key` defaults to $OPENAI_API_KEY (needed for api.openai.com; a `base_url` server may
-    take any key). `stream=True` passes text to `engine.stream()` as it arrives. Retries (rate
-    limits with retry-after, 5xx, network) come from `max_retries`; `timeout` is per request,
-    in seconds; `max_tokens` caps the answer.
+    take any key). `stream=True` passes text to `engine.stream()` as it arrives. Request
+    settings: `temperature`, `top_p`, `seed`, `max_tokens`, `tool_choice` ("auto", "none",
+    "required" or a tool name), `parallel_tool_calls`, and `extra_body` for any other field.
+    Retries follow `retry` (or `max_retries`); `timeout` bounds each HTTP request, in seconds.
     """
 
     provider = "OpenAI"
     key_env = "OPENAI_API_KEY"
     model_env = "OPENAI_MODEL"
+    base_url_env = "OPENAI_BASE_URL"
+    default_base_url = "https://api.openai.com/v1"
     fallback_model = DEFAULT_OPENAI_MODEL
     key_required_with_base_url = False  # a compatible server may take any key
 
-    def __init__(self, *, max_tokens: int | None = None, **options: Any) -> None:
+    def __init__(
+        self, *, max_tokens: int | None = None, seed: int | None = None, **options: Any
+    ) -> None:
         super().__init__(**options)
         self.max_tokens = max_tokens
+        self.seed = seed
+
+    def _settings(self) -> dict[str, Any]:
+        return {**super()._settings(), "seed": self.seed, "max_tokens": self.max_tokens}
 
     def _make_client(self) -> Any:
         import openai
@@ -106,17 +116,22 @@ class OpenAiCaller(ProviderCaller):
 
     def _request(self, memory: AgentMemory, tools: ToolRegistry, model: str) -> dict[str, Any]:
         request: dict[str, Any] = {"model": model, "messages": openai_messages(memory)}
+        for name in ("temperature", "top_p", "seed", "max_tokens"):
+            if getattr(self, name) is not None:
+                request[name] = getattr(self, name)
         if len(tools):
             request["tools"] = openai_tools(tools)
-        if self.max_tokens is not None:
-            request["max_tokens"] = self.max_tokens
+            if self.tool_choice is not None:
+                request["tool_choice"] = _openai_tool_choice(self.tool_choice)
+            if self.parallel_tool_calls is not None:
+                request["parallel_tool_calls"] = self.parallel_tool_calls
         return request
 
-    async def _plain(self, request: dict[str, Any]) -> LlmResponse:
-        completion = await self._sdk().chat.completions.create(**request)
+    async def _plain(self, client: Any, request: dict[str, Any]) -> LlmResponse:
+        completion = await self._create(client.chat.completions.create, request)
         choices = getattr(completion, "choices", None) or []
         if not choices:
-            raise MalformedResponse("OpenAI API answered without choices")
+            raise MalformedResponse(f"{self.where} answered without choices")
         message = choices[0].message
         seen: set[str] = set()
         calls = [
@@ -133,17 +148,23 @@ class OpenAiCaller(ProviderCaller):
             message.content,
             choices[0].finish_reason,
             _usage(getattr(completion, "usage", None)),
+            _served(completion),
         )
 
-    async def _streamed(self, request: dict[str, Any]) -> LlmResponse:
-        stream = await self._sdk().chat.completions.create(
-            **request, stream=True, stream_options={"include_usage": True}
+    async def _streamed(self, client: Any, request: dict[str, Any]) -> LlmResponse:
+        stream = await self._create(
+            client.chat.completions.create,
+            request,
+            stream=True,
+            stream_options={"include_usage": True},
         )
         text: list[str] = []
         parts: dict[int, dict[str, Any]] = {}
         finish: str | None = None
         usage: TokenUsage | None = None
+        served: dict[str, str] = {}
         async for chunk in stream:
+            served.update(_served(chunk))
             if getattr(chunk, "usage", None) is not None:
                 usage = _usage(chunk.usage)
             for choice in getattr(chunk, "choices", None) or []:
@@ -172,14 +193,44 @@ class OpenAiCaller(ProviderCaller):
             tool_call(p["name"], parse_arguments(p["arguments"], p["name"]), p["id"], seen)
             for _, p in sorted(parts.items())
         ]
-        return self._response(calls, "".join(text) or None, finish, usage)
+        return self._response(calls, "".join(text) or None, finish, usage, served)
 
     @staticmethod
     def _response(
-        calls: list[ToolCall], content: str | None, finish: str | None, usage: TokenUsage | None
+        calls: list[ToolCall],
+        content: str | None,
+        finish: str | None,
+        usage: TokenUsage | None,
+        served: dict[str, str],
     ) -> LlmResponse:
         if calls:
             return LlmResponse(
-                calls=tuple(calls), content=content or None, usage=usage, stop_reason=_stop(finish)
+                calls=tuple(calls),
+                content=content or None,
+                usage=usage,
+                stop_reason=_stop(finish),
+                model=served.get("model"),
+                system_fingerprint=served.get("system_fingerprint"),
             )
-        return LlmResponse(content=content or "", usage=usage, stop_reason=_stop(finish))
+        return LlmResponse(
+            content=content or "",
+            usage=usage,
+            stop_reason=_stop(finish),
+            model=served.get("model"),
+            system_fingerprint=served.get("system_fingerprint"),
+        )
+
+
+def _served(raw: Any) -> dict[str, str]:
+    """The model and system fingerprint the server says answered, where it says them."""
+    return {
+        name: value
+        for name in ("model", "system_fingerprint")
+        if isinstance(value := getattr(raw, name, None), str) and value
+    }
+
+
+def _openai_tool_choice(choice: str | Mapping[str, Any]) -> Any:
+    if isinstance(choice, str) and choice not in ("auto", "none", "required"):
+        return {"type": "function", "function": {"name": choice}}
+    return choice
