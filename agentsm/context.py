@@ -212,6 +212,12 @@ class RunContext:
             return ToolContext(self.run_id, call.id, call.name, self.memory.step, 0, key)
         return ToolContext(self.run_id, call.id, call.name, self.memory.step, position)
 
+    def _real(self, call: ToolCall, position: int) -> ToolCall:
+        """The call with the real arguments redaction kept from the log (the n-th of the plan's
+        calls that look alike once redacted gets the n-th real arguments)."""
+        alike = sum(1 for c in self.memory.planned_calls[:position] if c == call)
+        return self._recorder.reveal(call, alike)
+
     async def _run_batch(self, calls: tuple[ToolCall, ...]) -> bool:
         """Run calls at once; False if one was abandoned with its outcome unknown. A tool that
         raised KeyboardInterrupt or SystemExit gets a failed result, and the exception is raised
@@ -229,7 +235,7 @@ class RunContext:
             started = time.perf_counter()
             token = _current.set(context)
             try:
-                outcome = await self._run_tool(self._recorder.reveal(call))  # real arguments
+                outcome = await self._run_tool(self._real(call, context.position))
             except (KeyboardInterrupt, SystemExit) as e:
                 stops.append(e)
                 outcome = ToolOutcome.failed(

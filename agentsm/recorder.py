@@ -74,9 +74,9 @@ class Recorder:
         for observer in self.observers:
             observer(self.seq + len(self._pending), state, fact, self.memory)
 
-    def reveal(self, call: ToolCall) -> ToolCall:
+    def reveal(self, call: ToolCall, ordinal: int = 0) -> ToolCall:
         """The call with the real arguments its recorded (redacted) form stands for."""
-        return self.redactor.reveal(call) if self.redactor is not None else call
+        return self.redactor.reveal(call, ordinal) if self.redactor is not None else call
 
     @property
     def pending(self) -> int:

@@ -58,7 +58,7 @@ class Redactor:
 
     def __init__(self, hooks: Sequence[tuple[str, Callable[[str], str]]]) -> None:
         self._hooks = tuple(hooks)
-        self._originals: dict[str, Any] = {}
+        self._originals: dict[str, list[Any]] = {}
 
     @classmethod
     def of(cls, hooks: Sequence[tuple[str | None, Hook]]) -> Redactor:
@@ -101,21 +101,26 @@ class Redactor:
         if not self._hooks:
             return fact
         data = fact.model_dump(mode="json")
-        redacted = self._walk(data, str(data.get("kind", "")))
+        found: dict[str, list[Any]] = {}
+        redacted = self._walk(data, str(data.get("kind", "")), found)
         if redacted == data:
             return fact
+        self._originals.update(found)  # the latest fact that held real arguments wins
         return cast(_F, FACT_ADAPTER.validate_python(redacted))
 
-    def reveal(self, call: ToolCall) -> ToolCall:
-        """The call with the real arguments this process redacted from it (or as it is)."""
-        original = self._originals.get(_key(call.id, call.model_dump(mode="json")["args"]))
-        if original is None:
+    def reveal(self, call: ToolCall, ordinal: int = 0) -> ToolCall:
+        """The call with the real arguments this process redacted from it (or as it is);
+        `ordinal` tells apart calls that look the same once redacted (same id, same redacted
+        arguments): the n-th of them in the plan gets the n-th real arguments."""
+        originals = self._originals.get(_key(call.id, call.model_dump(mode="json")["args"]))
+        if not originals:
             return call
+        original = originals[min(ordinal, len(originals) - 1)]
         return call.model_copy(update={"args": copy.deepcopy(original)})
 
-    def _walk(self, data: Any, kind: str) -> Any:
+    def _walk(self, data: Any, kind: str, found: dict[str, list[Any]]) -> Any:
         if isinstance(data, list):
-            return [self._walk(item, kind) for item in data]
+            return [self._walk(item, kind, found) for item in data]
         if not isinstance(data, dict):
             return data
         out: dict[str, Any] = {}
@@ -124,13 +129,13 @@ class Redactor:
                 out[key] = self.value(value)
                 if out[key] != value:  # a call's (or a decision's) arguments: keep the real ones
                     owner = data.get("id", data.get("call_id"))
-                    self._originals[_key(owner, out[key])] = value
+                    found.setdefault(_key(owner, out[key]), []).append(value)
             elif isinstance(value, str) and (
                 key in _TEXT or (key == "reason" and kind in _FREE_REASON)
             ):
                 out[key] = self.text(value)
             else:
-                out[key] = self._walk(value, kind)
+                out[key] = self._walk(value, kind, found)
         return out
 
     def __bool__(self) -> bool:

@@ -13,7 +13,15 @@ from typing import Any
 
 import pytest
 
-from agentsm import AgentBuilder, AgentConfig, BuildError, LlmResponse, MockLlmCaller, tool
+from agentsm import (
+    AgentBuilder,
+    AgentConfig,
+    BuildError,
+    LlmResponse,
+    MockLlmCaller,
+    ToolCall,
+    tool,
+)
 from agentsm.facts import RunStarted
 from agentsm.trace import Trace
 from eventstore import SQLiteEventStore
@@ -128,3 +136,31 @@ def test_bad_hooks_are_refused_when_given() -> None:
         AgentBuilder("t").redact("(unclosed")
     with pytest.raises(BuildError, match="a regular expression or a function"):
         AgentBuilder("t").redact(42)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("parallel", [True, False])
+def test_calls_alike_once_redacted_each_get_their_own_real_arguments(
+    tmp_path: Path, parallel: bool
+) -> None:
+    RECEIVED.clear()
+    both = LlmResponse.tool_calls(
+        [
+            ToolCall(name="login", args={"user": "ann", "password": SECRET}, id="call_0"),
+            ToolCall(name="login", args={"user": "ann", "password": "letmein7"}, id="call_0"),
+        ]  # the same id, and the same arguments once redacted
+    )
+    engine = (
+        AgentBuilder("log in twice")
+        .llm(MockLlmCaller([both, LlmResponse.final_answer("Both logins were attempted.")]))
+        .config(AgentConfig(reflect_every_n_steps=0, parallel_tools=parallel))
+        .tool(login)
+        .redact(re.escape(SECRET), "letmein7")
+        .store(tmp_path / "runs.db")
+        .build()
+    )
+    engine.run()
+    received = [r["password"] for r in RECEIVED]
+    assert (received if not parallel else sorted(received)) == (
+        [SECRET, "letmein7"] if not parallel else sorted([SECRET, "letmein7"])
+    )
+    assert SECRET not in engine.trace().to_json()
