@@ -26,6 +26,7 @@ from .errors import (
     UnrecordableFact,
 )
 from .events import Event
+from .frozen import FrozenDict, FrozenList, thaw
 from .llm import LlmCaller, MockLlmCaller
 from .memory import AgentMemory, apply, fold
 from .outputs import (
@@ -76,6 +77,8 @@ __all__ = [
     "Event",
     "FactVersionTooNew",
     "FinalAnswer",
+    "FrozenDict",
+    "FrozenList",
     "HandlerCrashed",
     "HistoryEntry",
     "HumanInputRequired",
@@ -112,5 +115,6 @@ __all__ = [
     "apply",
     "build_transition_table",
     "fold",
+    "thaw",
     "tool",
 ]

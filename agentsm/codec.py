@@ -80,12 +80,20 @@ def value_problem(value: Any, path: str = "value") -> str | None:
     return f"{path} is a {type(value).__name__} ({_show(value)}), which JSON cannot hold"
 
 
+def _kind(value: Any) -> str:
+    """The JSON name of a value's type (a read-only list is a list)."""
+    for plain in (dict, list):
+        if isinstance(value, plain):
+            return plain.__name__
+    return type(value).__name__
+
+
 def _difference(before: Any, after: Any, path: str) -> str | None:
     """Where a value read back differs from the one written (first path), as a sentence."""
     if type(before) is not type(after):
         return (
-            f"{path} is the {type(before).__name__} {_show(before)}, read back as the "
-            f"{type(after).__name__} {_show(after)}"
+            f"{path} is the {_kind(before)} {_show(before)}, read back as the "
+            f"{_kind(after)} {_show(after)}"
         )
     if isinstance(before, BaseModel):
         return _difference(before.__dict__, after.__dict__, path)

@@ -16,6 +16,7 @@ from . import facts as f
 from .codec import clean_text
 from .errors import LlmDeadlineExceeded, OwnershipViolation, UnrecordableFact
 from .facts import Decision, Fact
+from .frozen import thaw
 from .llm.base import LlmCaller
 from .memory import AgentMemory
 from .outputs import AgentOutput, ToolFinished, ToolStarted
@@ -45,6 +46,13 @@ class Suspend:
 
 
 SUSPEND = Suspend()
+
+
+def _plain(call: ToolCall) -> ToolCall:
+    """The call with a plain copy of its (read-only) arguments, for an effect to use as it
+    likes: what was recorded cannot change through it."""
+    return call.model_copy(update={"args": thaw(call.args)})
+
 
 _ENGINE_FACTS = frozenset({"RunStarted", "Transitioned", "RunBranched", "RunAborted"})
 
@@ -235,7 +243,7 @@ class RunContext:
             started = time.perf_counter()
             token = _current.set(context)
             try:
-                outcome = await self._run_tool(self._real(call, context.position))
+                outcome = await self._run_tool(_plain(self._real(call, context.position)))
             except (KeyboardInterrupt, SystemExit) as e:
                 stops.append(e)
                 outcome = ToolOutcome.failed(
@@ -276,7 +284,7 @@ class RunContext:
         """The human's decision on a call, or None when no decision can be had now."""
         if self._approval is None:
             return None
-        answer = self._approval(request)
+        answer = self._approval(request.model_copy(update={"call": _plain(request.call)}))
         if inspect.isawaitable(answer):
             answer = await answer
         if isinstance(answer, Decision):

@@ -11,11 +11,12 @@ log ever written stays readable.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar, Literal, get_args
+from typing import Annotated, ClassVar, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from .codec import FactCodec
+from .frozen import JsonObject
 from .types import (
     AgentConfig,
     HistoryEntry,
@@ -162,7 +163,7 @@ class Decision(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
     call_id: str
     verdict: Literal["approved", "rejected", "modified"]
-    args: dict[str, Any] | None = None
+    args: JsonObject | None = None
     note: str = ""
 
 

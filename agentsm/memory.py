@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict
 
 from . import facts as f
+from .frozen import thaw
 from .types import (
     AgentConfig,
     HistoryEntry,
@@ -163,7 +164,7 @@ def _flush_turn(turn: list[HistoryEntry], messages: list[dict[str, Any]]) -> Non
             "role": "assistant",
             "content": turn[0].text,
             "tool_calls": [
-                {"id": e.tool.id, "name": e.tool.name, "arguments": e.tool.args} for e in turn
+                {"id": e.tool.id, "name": e.tool.name, "arguments": thaw(e.tool.args)} for e in turn
             ],
         }
     )

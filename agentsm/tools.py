@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 from ._invoke import call_with_deadline
 from ._sync import run_sync
 from .errors import BuildError
+from .frozen import thaw
 from .schema import schema_errors
 from .tool_context import ToolContext, _current
 from .types import ToolSchema
@@ -293,8 +294,9 @@ class ToolRegistry:
         except a `KeyboardInterrupt` or `SystemExit` the tool raised, which is raised again.
         Sync tools run on threads of their own, so they neither block the loop nor each other,
         and one that misses its timeout is abandoned at once. `context` defaults to that of the
-        call the engine is running (`ToolContext.current()`)."""
-        prepared = self._prepare(name, args)
+        call the engine is running (`ToolContext.current()`). The tool gets a plain copy of
+        `args`, which it may change without changing anything recorded."""
+        prepared = self._prepare(name, thaw(args))
         if isinstance(prepared, ToolOutcome):
             return prepared
         entry, values = prepared

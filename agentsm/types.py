@@ -8,6 +8,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .frozen import FrozenDict, JsonObject
+
 __all__ = [
     "AgentConfig",
     "ApprovalRequest",
@@ -64,10 +66,11 @@ def new_call_id() -> str:
 
 
 class ToolCall(_Frozen):
-    """A tool invocation requested by the LLM; `id` ties the call to its result."""
+    """A tool invocation requested by the LLM; `id` ties the call to its result. `args` is
+    read-only (a `FrozenDict`): tools get a plain copy of it."""
 
     name: str
-    args: dict[str, Any] = Field(default_factory=dict)
+    args: JsonObject = Field(default_factory=FrozenDict)
     id: str = Field(default_factory=new_call_id)
 
 

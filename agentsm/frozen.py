@@ -1,0 +1,139 @@
+"""Read-only JSON values: the arguments held by recorded facts (and so by memory).
+
+A fact is frozen, and so is every dict and list inside it: no tool, approval callback, LLM
+caller or stream consumer can change what the log says happened, or memory outside the
+reducer. Effects get plain copies (`thaw`) that they may change freely. `FrozenDict` and
+`FrozenList` are a dict and a list for every reader (`json.dumps`, `==`, `isinstance`); only
+changing them raises.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, NoReturn, SupportsIndex
+
+from pydantic import AfterValidator
+
+__all__ = ["FrozenDict", "FrozenList", "JsonObject", "freeze", "thaw"]
+
+
+def _refuse(value: object) -> NoReturn:
+    raise TypeError(
+        f"This {type(value).__name__} is part of a recorded fact and cannot be changed (facts "
+        "change only by recording new ones); change a copy: agentsm.thaw(value)."
+    )
+
+
+class FrozenDict(dict[str, Any]):
+    """A dict that refuses changes; copies of it are itself, `thaw` gives a plain dict."""
+
+    __slots__ = ()
+
+    def __setitem__(self, key: str, value: Any) -> NoReturn:
+        _refuse(self)
+
+    def __delitem__(self, key: str) -> NoReturn:
+        _refuse(self)
+
+    def __ior__(self, other: Any) -> NoReturn:  # type: ignore[misc]
+        _refuse(self)
+
+    def clear(self) -> NoReturn:
+        _refuse(self)
+
+    def pop(self, *args: Any) -> NoReturn:
+        _refuse(self)
+
+    def popitem(self) -> NoReturn:
+        _refuse(self)
+
+    def setdefault(self, *args: Any) -> NoReturn:
+        _refuse(self)
+
+    def update(self, *args: Any, **kwargs: Any) -> NoReturn:
+        _refuse(self)
+
+    def __copy__(self) -> FrozenDict:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> FrozenDict:
+        return self
+
+    def __reduce__(self) -> tuple[type[FrozenDict], tuple[dict[str, Any]]]:
+        return FrozenDict, (dict(self),)
+
+
+class FrozenList(list[Any]):
+    """A list that refuses changes; copies of it are itself, `thaw` gives a plain list."""
+
+    __slots__ = ()
+
+    def __setitem__(self, index: Any, value: Any) -> NoReturn:
+        _refuse(self)
+
+    def __delitem__(self, index: Any) -> NoReturn:
+        _refuse(self)
+
+    def __iadd__(self, other: Any) -> NoReturn:  # type: ignore[misc]
+        _refuse(self)
+
+    def __imul__(self, count: SupportsIndex) -> NoReturn:
+        _refuse(self)
+
+    def append(self, value: Any) -> NoReturn:
+        _refuse(self)
+
+    def extend(self, values: Any) -> NoReturn:
+        _refuse(self)
+
+    def insert(self, index: SupportsIndex, value: Any) -> NoReturn:
+        _refuse(self)
+
+    def pop(self, index: SupportsIndex = -1) -> NoReturn:
+        _refuse(self)
+
+    def remove(self, value: Any) -> NoReturn:
+        _refuse(self)
+
+    def reverse(self) -> NoReturn:
+        _refuse(self)
+
+    def sort(self, *args: Any, **kwargs: Any) -> NoReturn:
+        _refuse(self)
+
+    def clear(self) -> NoReturn:
+        _refuse(self)
+
+    def __copy__(self) -> FrozenList:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> FrozenList:
+        return self
+
+    def __reduce__(self) -> tuple[type[FrozenList], tuple[list[Any]]]:
+        return FrozenList, (list(self),)
+
+
+def freeze(value: Any) -> Any:
+    """`value` with every dict and list made read-only, sharing no container with `value`.
+    Anything else is kept as it is (a tuple, a set: the round-trip check before a fact is
+    committed refuses what JSON would not read back the same)."""
+    if isinstance(value, dict):
+        return FrozenDict({k: freeze(v) for k, v in value.items()})
+    if isinstance(value, list):
+        return FrozenList(freeze(v) for v in value)
+    if isinstance(value, tuple):
+        return tuple(freeze(v) for v in value)
+    return value
+
+
+def thaw(value: Any) -> Any:
+    """A plain copy of a JSON value (dicts and lists all new), which the caller may change."""
+    if isinstance(value, dict):
+        return {k: thaw(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [thaw(v) for v in value]
+    return value
+
+
+JsonObject = Annotated[dict[str, Any], AfterValidator(freeze)]
+"""A JSON object field of a recorded model, frozen when the model is made (or read back)."""
