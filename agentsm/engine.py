@@ -247,6 +247,7 @@ class AgentEngine:
             yield
         finally:
             self._busy = False
+            self._recorder.release()  # no longer driven from here: another process may resume
 
     async def _drive(self, emit: Callable[[AgentOutput], None]) -> Ending:
         with self._driving():

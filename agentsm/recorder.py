@@ -6,7 +6,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from eventstore import EventStore, NewEvent
+from eventstore import EventStore, NewEvent, StoreError
 
 from .codec import value_problem
 from .errors import OwnershipViolation, UnrecordableFact
@@ -51,6 +51,7 @@ class Recorder:
         self.clock = clock
         self.redactor = redactor
         self._pending: list[NewEvent] = []
+        self._claimed = False  # whether this recorder's store drives the run (see flush)
         self.observers: list[Callable[[int, str, Fact, AgentMemory], None]] = []
 
     def record(self, fact: Fact, state: str, metrics: dict[str, Any] | None = None) -> None:
@@ -91,6 +92,8 @@ class Recorder:
         )
         self.seq = len(self._pending)
         self._pending.clear()
+        self.store.claim(self.run_id)
+        self._claimed = True
 
     def flush(self, status: str | None = None, *, effect: bool = False) -> None:
         """Commit the buffered facts (and the status) in one transaction. The commit is durable
@@ -98,8 +101,23 @@ class Recorder:
         other than running hands the run back to its caller."""
         if not self._pending and status is None:
             return
-        durable = effect or status not in (None, "running")
+        handed_back = status not in (None, "running")
+        if not self._claimed:  # refused while another live process drives the run
+            self.store.claim(self.run_id)
+            self._claimed = True
         self.seq = self.store.append(
-            self.run_id, self.seq, self._pending, status=status, durable=durable
+            self.run_id, self.seq, self._pending, status=status, durable=effect or handed_back
         )
         self._pending.clear()
+        if handed_back:
+            self.release()
+
+    def release(self) -> None:
+        """Stop driving the run (if this recorder's store drives it): another process may
+        resume it from now on."""
+        if self._claimed:
+            self._claimed = False
+            try:
+                self.store.release(self.run_id)
+            except StoreError:
+                pass  # the record of this process stays until it exits: only a takeover waits

@@ -1,7 +1,15 @@
 """eventstore: a generic append-only event log in SQLite; it knows nothing about agents."""
 
 from .chain import ChainBreak, ChainReport
-from .errors import ConcurrencyError, NotAnEventLog, SchemaVersionError, StoreError, UnknownRun
+from .driver import Driver
+from .errors import (
+    ConcurrencyError,
+    NotAnEventLog,
+    RunInUse,
+    SchemaVersionError,
+    StoreError,
+    UnknownRun,
+)
 from .migrations import LATEST as SCHEMA_VERSION
 from .protocol import EventStore
 from .records import NewEvent, RunRecord, StoredEvent
@@ -13,10 +21,12 @@ __all__ = [
     "ChainBreak",
     "ChainReport",
     "ConcurrencyError",
+    "Driver",
     "Durability",
     "EventStore",
     "NewEvent",
     "NotAnEventLog",
+    "RunInUse",
     "RunRecord",
     "SQLiteEventStore",
     "SchemaVersionError",

@@ -1,7 +1,9 @@
 """Errors raised by the event store.
 
 StoreError                 any failure of the store, with the cause chained
-├── ConcurrencyError       a second writer appended the same sequence number
+├── ConcurrencyError       a second writer appended the same sequence number (or a superseded
+│                          driver appended late)
+├── RunInUse               a live process drives the run; it is not taken over
 ├── NotAnEventLog          the database holds no event log (and may not be given one)
 ├── SchemaVersionError     the database was written by a newer version
 └── UnknownRun             no run with that id
@@ -9,7 +11,14 @@ StoreError                 any failure of the store, with the cause chained
 
 from __future__ import annotations
 
-__all__ = ["ConcurrencyError", "NotAnEventLog", "SchemaVersionError", "StoreError", "UnknownRun"]
+__all__ = [
+    "ConcurrencyError",
+    "NotAnEventLog",
+    "RunInUse",
+    "SchemaVersionError",
+    "StoreError",
+    "UnknownRun",
+]
 
 
 class StoreError(Exception):
@@ -22,6 +31,15 @@ class ConcurrencyError(StoreError):
 
 class NotAnEventLog(StoreError):
     """The database exists but is not an event log."""
+
+
+class RunInUse(StoreError):
+    """A live process drives the run (its `driver`): it is not resumed or written under it."""
+
+    def __init__(self, run_id: str, driver: object, message: str) -> None:
+        self.run_id = run_id
+        self.driver = driver
+        super().__init__(message)
 
 
 class SchemaVersionError(StoreError):

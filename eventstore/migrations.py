@@ -102,10 +102,23 @@ def _m003_event_hashes(db: sqlite_utils.Database) -> None:
         )
 
 
+def _m004_run_drivers(db: sqlite_utils.Database) -> None:
+    """Which process drives a run (host, pid, start time), its lease token and expiry."""
+    for column, kind in (
+        ("driver_host", "TEXT"),
+        ("driver_pid", "INTEGER"),
+        ("driver_started", "TEXT"),
+        ("driver_token", "TEXT"),
+        ("lease_until", "REAL"),
+    ):
+        db.execute(f"ALTER TABLE runs ADD COLUMN {column} {kind}")
+
+
 MIGRATIONS: list[tuple[int, str, Callable[[sqlite_utils.Database], None]]] = [
     (1, "initial", _m001_initial),
     (2, "append-only inserts", _m002_append_only_inserts),
     (3, "event hashes", _m003_event_hashes),
+    (4, "run drivers", _m004_run_drivers),
 ]
 LATEST = MIGRATIONS[-1][0]
 

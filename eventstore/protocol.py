@@ -23,6 +23,9 @@ class EventStore(Protocol):
     call, an LLM call, the run handed back to its caller): a store set for power-loss
     durability makes that commit reach the disk before it returns. Every event is stored with
     a hash chained to its run's previous one; `verify` checks that chain (`eventstore.chain`).
+    A writer `claim`s a run before appending to it (refused while another live process drives
+    it, unless `force`) and `release`s it when it hands the run back; a claimed run takes
+    appends from its driver only.
     """
 
     def create_run(
@@ -47,6 +50,10 @@ class EventStore(Protocol):
         status: str | None = None,
         durable: bool = False,
     ) -> int: ...
+
+    def claim(self, run_id: str, *, force: bool = False) -> None: ...
+
+    def release(self, run_id: str) -> None: ...
 
     def read(
         self, run_id: str, *, after: int = 0, upto: int | None = None

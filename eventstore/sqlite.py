@@ -8,6 +8,8 @@ import sqlite3
 import threading
 import time
 import urllib.parse
+import uuid
+import weakref
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -15,7 +17,15 @@ from typing import Any, Literal
 import sqlite_utils
 
 from .chain import GENESIS, ChainReport, check_chain, link
-from .errors import ConcurrencyError, NotAnEventLog, SchemaVersionError, StoreError, UnknownRun
+from .driver import Driver
+from .errors import (
+    ConcurrencyError,
+    NotAnEventLog,
+    RunInUse,
+    SchemaVersionError,
+    StoreError,
+    UnknownRun,
+)
 from .migrations import LATEST, migrate
 from .records import NewEvent, RunRecord, StoredEvent
 
@@ -37,7 +47,9 @@ class SQLiteEventStore:
     tools). `busy_timeout` is how many seconds a statement waits for another process's lock
     before it fails (default 30). `durability`: `"normal"` (WAL, synchronous NORMAL) survives a
     killed process; `"full"` also makes each append marked `durable` (one that an effect follows)
-    reach the disk before it returns, so it survives power loss too.
+    reach the disk before it returns, so it survives power loss too. A run's writer `claim`s it
+    first: the catalog records the driving process and a lease of `lease` seconds that this
+    store renews while it holds the run; another live driver's run is refused.
     """
 
     def __init__(
@@ -48,11 +60,16 @@ class SQLiteEventStore:
         read_only: bool = False,
         busy_timeout: float = 30.0,
         durability: Durability = "normal",
+        lease: float = 60.0,
     ) -> None:
         self.path = str(path)
         self.read_only = read_only
         self.busy_timeout = busy_timeout
         self.durability = durability
+        self.lease = lease
+        self._held: dict[str, str] = {}  # run id -> lease token, for the runs this store drives
+        self._closing = threading.Event()
+        self._renewer: threading.Thread | None = None
         if (not create or read_only) and self.path != ":memory:" and not Path(self.path).exists():
             raise NotAnEventLog(
                 f"No database at {self.path!r}. Check the path, or record a run into it first."
@@ -262,15 +279,26 @@ class SQLiteEventStore:
             if status is not None:
                 sql += ", status = ?"
                 params += (status,)
+            token = self._held.get(run_id)
             moved = conn.execute(
-                sql + " WHERE run_id = ? AND last_seq = ?", (*params, run_id, expected_seq)
+                sql + " WHERE run_id = ? AND last_seq = ? AND driver_token IS ?",
+                (*params, run_id, expected_seq, token),
             ).rowcount
             if moved == 0:
                 row = conn.execute(
-                    "SELECT last_seq FROM runs WHERE run_id = ?", (run_id,)
+                    "SELECT last_seq, driver_token, driver_host, driver_pid FROM runs "
+                    "WHERE run_id = ?",
+                    (run_id,),
                 ).fetchone()
                 if row is None:
                     raise UnknownRun(run_id, [])
+                if row[1] != token:
+                    self._held.pop(run_id, None)
+                    holder = f"pid {row[3]} on host {row[2]}" if row[1] else "no process"
+                    raise ConcurrencyError(
+                        f"Run {run_id!r} is driven by {holder} now, not by this store: it was "
+                        "taken over (resumed with force) or released. Nothing was written."
+                    )
                 raise ConcurrencyError(
                     f"Run {run_id!r} is at seq {row[0]}, not {expected_seq}: another "
                     "writer appended first. Nothing was written; reload the run."
@@ -286,6 +314,81 @@ class SQLiteEventStore:
         self._transaction(write, f"append to run {run_id!r}", durable=durable)
         return last
 
+    # -- who drives a run -------------------------------------------------------------------
+
+    def claim(self, run_id: str, *, force: bool = False) -> None:
+        """Record this process as the run's driver, with a lease this store renews, so that
+        its appends are accepted and a late one from a superseded driver is not. A run driven
+        by another live process (same host: its pid runs with the same start time; other
+        host: its lease has not expired) is refused with `RunInUse`, unless `force`."""
+        me = Driver.current()
+        token = uuid.uuid4().hex
+
+        def write(conn: sqlite3.Connection) -> None:
+            row = conn.execute(
+                "SELECT driver_token, driver_host, driver_pid, driver_started, lease_until "
+                "FROM runs WHERE run_id = ?",
+                (run_id,),
+            ).fetchone()
+            if row is None:
+                self.run(run_id)  # UnknownRun with the closest ids
+            held, host, pid, started, until = row
+            now = time.time()
+            if held is not None and held != self._held.get(run_id) and not force:
+                holder = Driver(host, pid, started or "")
+                alive = holder.alive()
+                if alive or (alive is None and (until or 0) > now):
+                    raise RunInUse(
+                        run_id,
+                        holder,
+                        f"Run {run_id!r} is being driven by {holder}; it is not resumed under "
+                        "it. Wait for it to end, stop that process, or force the takeover "
+                        "(--force) if you know it is stuck.",
+                    )
+            conn.execute(
+                "UPDATE runs SET driver_host = ?, driver_pid = ?, driver_started = ?, "
+                "driver_token = ?, lease_until = ? WHERE run_id = ?",
+                (me.host, me.pid, me.started, token, now + self.lease, run_id),
+            )
+
+        with self._lock:
+            self._transaction(write, f"claim run {run_id!r}")
+            self._held[run_id] = token
+            if self._renewer is None and self.path != ":memory:":
+                self._renewer = threading.Thread(
+                    target=_renew_leases,
+                    args=(weakref.ref(self), self._closing, self.lease / 3),
+                    name=f"lease renewer of {self.path}",
+                    daemon=True,
+                )
+                self._renewer.start()
+
+    def release(self, run_id: str) -> None:
+        """Stop driving the run: the catalog no longer names this process (if it still did)."""
+        token = self._held.pop(run_id, None)
+        if token is not None:
+            self._execute(
+                "UPDATE runs SET driver_host = NULL, driver_pid = NULL, driver_started = NULL, "
+                "driver_token = NULL, lease_until = NULL WHERE run_id = ? AND driver_token = ?",
+                (run_id, token),
+                f"release run {run_id!r}",
+            )
+
+    def _renew(self) -> None:
+        """Extend the leases of the runs this store drives."""
+        for run_id, token in list(self._held.items()):
+            try:
+                self._execute(
+                    "UPDATE runs SET lease_until = ? WHERE run_id = ? AND driver_token = ?",
+                    (time.time() + self.lease, run_id, token),
+                    f"renew the lease of run {run_id!r}",
+                )
+            except StoreError:
+                pass  # tried again at the next round; a lost lease shows at the next append
+
+    def _execute(self, sql: str, args: tuple[Any, ...], what: str) -> None:
+        self._transaction(lambda conn: conn.execute(sql, args), what)
+
     @property
     def durability(self) -> Durability:
         """`"normal"` or `"full"`: see the class docstring; may be changed at any time."""
@@ -300,7 +403,7 @@ class SQLiteEventStore:
         self._durability: Durability = value
 
     def _transaction(
-        self, write: Callable[[sqlite3.Connection], None], what: str, *, durable: bool = False
+        self, write: Callable[[sqlite3.Connection], object], what: str, *, durable: bool = False
     ) -> None:
         """Run `write` in one `BEGIN IMMEDIATE` transaction: all of it is committed or, on any
         failure (the COMMIT's own included), none of it, and the store stays usable. A durable
@@ -382,7 +485,11 @@ class SQLiteEventStore:
         copy.close()
 
     def close(self) -> None:
-        """Close the connection; the store cannot be used afterwards."""
+        """Close the connection (the runs it drives keep their record of this process until
+        it exits); the store cannot be used afterwards."""
+        self._closing.set()
+        if self._renewer is not None:
+            self._renewer.join()
         with self._lock:
             self._conn.close()
 
@@ -394,6 +501,19 @@ class SQLiteEventStore:
 
     def __repr__(self) -> str:
         return f"SQLiteEventStore({self.path!r})"
+
+
+def _renew_leases(
+    ref: weakref.ref[SQLiteEventStore], closing: threading.Event, period: float
+) -> None:
+    """The renewer thread: renews the store's leases every `period` seconds until the store is
+    closed or gone (it holds the store weakly, so as not to keep it alive)."""
+    while not closing.wait(period):
+        store = ref()
+        if store is None:
+            return
+        store._renew()
+        del store
 
 
 def _insert(conn: sqlite3.Connection, run_id: str, after: int, events: Sequence[NewEvent]) -> None:

@@ -44,6 +44,7 @@ from .transfer import export_run, import_runs
 __all__ = ["main"]
 
 out = Style(sys.stdout)
+FORCE_HELP = "take the run over even though the process that drives it seems alive"
 
 
 def _store(args: argparse.Namespace, *, write: bool = False) -> EventStore:
@@ -317,7 +318,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     builder = _builder(args, required=True)
     assert builder is not None
     try:
-        answer = resume_run(_store(args, write=True), args.run, builder)
+        answer = resume_run(_store(args, write=True), args.run, builder, force=args.force)
     except HumanInputRequired as e:
         for request in e.requests:
             call = f"{request.call.name}({json.dumps(request.call.args, ensure_ascii=False)})"
@@ -352,6 +353,7 @@ def _decide(
             args=new_args,
             call_id=args.call,
             note=args.note,
+            force=args.force,
         )
         for d in decisions:
             print(printable(f"{d.call_id}: {verdict}"))
@@ -570,6 +572,7 @@ def _parser() -> argparse.ArgumentParser:
         "agentsm resume 3f2a --builder myagent:make_agent",
     )
     res.add_argument("run")
+    res.add_argument("--force", action="store_true", help=FORCE_HELP)
     builder_option(res)
     decisions: tuple[tuple[Literal["approved", "rejected", "modified"], str, str], ...] = (
         ("approved", "approve", "approve the call(s) a run waits on"),
@@ -586,6 +589,7 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("run")
         p.add_argument("--call", help="the waiting call's id (default: every waiting call)")
         p.add_argument("--note", default="", help="a note recorded with the decision")
+        p.add_argument("--force", action="store_true", help=FORCE_HELP)
         if name == "modify":
             p.add_argument("--args", required=True, help="the replacement arguments as JSON")
     graph = add(

@@ -11,14 +11,15 @@ from agentsm.memory import fold_with_state
 from agentsm.recorder import Recorder
 from agentsm.states.waiting import approval_requests
 from agentsm.types import ApprovalRequest
+from eventstore import EventStore
 
 from .recording import Recording
-from .source import Builder, StoreLike, open_store
+from .source import Builder, StoreLike, open_store, resolve_run
 
 __all__ = ["decide", "pending_requests", "resume_run"]
 
 
-def resume_run(db: StoreLike, run_id: str, builder: Builder) -> str:
+def resume_run(db: StoreLike, run_id: str, builder: Builder, *, force: bool = False) -> str:
     """Continue a run from its log with the user's agent (`builder(task)`: its LLM, tools,
     table and handlers) and return the final answer.
 
@@ -26,11 +27,17 @@ def resume_run(db: StoreLike, run_id: str, builder: Builder) -> str:
     callback). A run whose process died continues from its last complete transition; a tool that
     was running then is re-run if idempotent, and otherwise waits for a human to say whether it
     took effect. A finished run returns its answer (or raises AgentFailed) without running.
+    A run that another live process drives is refused (`RunInUse`, naming its host and pid)
+    unless `force`; the superseded process can then append nothing more.
     """
     store = open_store(db)
+    run_id = resolve_run(store, run_id)
+    store.claim(run_id, force=force)  # before reading: the log cannot move on under us
     recording = Recording.load(store, run_id)
     memory, state = fold_with_state(e.fact for e in recording.entries)
     finished = isinstance(recording.entries[-1].fact, f.RunFinished)
+    if finished:
+        store.release(run_id)
     if finished and state == State.Done:
         return memory.final_answer or "[No answer produced]"
     if finished:
@@ -56,10 +63,29 @@ def decide(
     args: dict[str, Any] | None = None,
     call_id: str | None = None,
     note: str = "",
+    force: bool = False,
 ) -> list[f.Decision]:
     """Record a human's decision on a waiting run (all its waiting calls, or `call_id`); the
-    run continues with `resume_run`. Nothing runs here."""
+    run continues with `resume_run`. Nothing runs here. Refused while another live process
+    drives the run, unless `force`."""
     store = open_store(db)
+    run_id = resolve_run(store, run_id)
+    store.claim(run_id, force=force)
+    try:
+        return _decide(store, run_id, verdict, args=args, call_id=call_id, note=note)
+    finally:
+        store.release(run_id)  # a no-op when the decision's commit released it already
+
+
+def _decide(
+    store: EventStore,
+    run_id: str,
+    verdict: Literal["approved", "rejected", "modified"],
+    *,
+    args: dict[str, Any] | None,
+    call_id: str | None,
+    note: str,
+) -> list[f.Decision]:
     recording = Recording.load(store, run_id)
     memory, state = fold_with_state(e.fact for e in recording.entries)
     waiting = list(memory.awaiting_approval())

@@ -163,13 +163,16 @@ def test_backup_holds_the_facts_that_are_only_in_the_wal(tmp_path: Path) -> None
 
 
 def sync_level_at_each_commit(statements: list[str]) -> list[str]:
-    """From SQLite's statement trace: the `synchronous` level each COMMIT ran under."""
-    level, levels = "NORMAL", []
+    """From SQLite's statement trace: the `synchronous` level each COMMIT of facts ran under."""
+    level, levels, facts = "NORMAL", [], False
     for sql in statements:
         if sql.startswith("PRAGMA synchronous"):
             level = sql.rsplit("=", 1)[1].strip()
-        elif sql == "COMMIT":
+        elif sql.startswith("INSERT INTO events"):
+            facts = True
+        elif sql == "COMMIT" and facts:
             levels.append(level)
+            facts = False
     return levels
 
 

@@ -1,0 +1,64 @@
+"""The process that drives a run: host, pid and start time, and whether it is still alive."""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["Driver"]
+
+
+def _start_time(pid: int) -> str | None:
+    """When process `pid` started, as an opaque token (boot id and start tick), or None when
+    there is no such process (or it is a zombie) or the system cannot tell."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2 :].split()  # after "pid (comm) ", which may hold spaces
+    if fields[0] in ("Z", "X"):  # state: zombie or dead, the process has exited
+        return None
+    return f"{boot}:{fields[19]}"  # field 22 of proc(5): start time in clock ticks since boot
+
+
+def _pid_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process
+    return True
+
+
+@dataclass(frozen=True, slots=True)
+class Driver:
+    """A process driving a run. Its start time tells it apart from a later process that reuses
+    the pid; an empty `started` means the system could not say."""
+
+    host: str
+    pid: int
+    started: str = ""
+
+    @classmethod
+    def current(cls) -> Driver:
+        """This process."""
+        return cls(socket.gethostname(), os.getpid(), _start_time(os.getpid()) or "")
+
+    def alive(self) -> bool | None:
+        """Whether the process still runs: None when it is on another host (then only its
+        lease can tell)."""
+        if self.host != socket.gethostname():
+            return None
+        if not _pid_exists(self.pid):
+            return False
+        now = _start_time(self.pid)
+        if now is None:  # a zombie (its /proc entry stays), or a system without /proc
+            return not Path("/proc").is_dir()
+        return not self.started or now == self.started
+
+    def __str__(self) -> str:
+        return f"pid {self.pid} on host {self.host}"
