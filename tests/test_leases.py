@@ -29,13 +29,12 @@ def test_a_driver_is_alive_while_its_process_runs_with_the_same_start_time() -> 
     me = Driver.current()
     assert (me.host, me.pid) == (socket.gethostname(), os.getpid()) and me.alive()
     assert Driver(me.host, me.pid, "another start").alive() is False  # the pid was reused
+    script = "from eventstore import Driver; d = Driver.current(); print(d.pid, d.started)"
     done = subprocess.run(
-        [sys.executable, "-c", "import os; print(os.getpid())"],
-        capture_output=True,
-        text=True,
-        check=True,
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
     )
-    assert Driver(me.host, int(done.stdout)).alive() is False  # exited (and reaped)
+    pid, started = done.stdout.split()
+    assert Driver(me.host, int(pid), started).alive() is False  # exited, even if pid reused
     assert Driver("another-host", me.pid).alive() is None  # only its lease can tell
 
 
