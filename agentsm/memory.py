@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from functools import singledispatch
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, field_serializer
 
 from . import facts as f
 from .frozen import thaw
@@ -71,6 +71,11 @@ class AgentMemory(BaseModel):
     blacklisted_tools: frozenset[str] = frozenset()
     approval_required: frozenset[str] = frozenset()
     patches: frozenset[str] = frozenset()
+
+    @field_serializer("blacklisted_tools", "approval_required", "patches", when_used="json")
+    def _sorted(self, names: frozenset[str]) -> list[str]:
+        """Sets as sorted lists in JSON: their own order changes from one process to the next."""
+        return sorted(names)
 
     # -- the specification's names for the tool-call lifecycle -------------------------------
 

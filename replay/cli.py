@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal, NoReturn
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from agentsm import (
     AgentConfig,
@@ -83,21 +83,6 @@ def _config_arg(text: str) -> AgentConfig:
             f"--config is not a valid AgentConfig: {where}: {first['msg']}; give AgentConfig "
             """fields as a JSON object, e.g. --config '{"max_steps": 3}'."""
         ) from e
-
-
-def _sorted_sets(model: BaseModel) -> Any:
-    """A model as JSON data, its sets as sorted lists (their own order changes per process)."""
-
-    def walk(python: Any, data: Any) -> Any:
-        if isinstance(python, set | frozenset):
-            return sorted(data, key=lambda v: json.dumps(v, sort_keys=True))
-        if isinstance(python, dict) and isinstance(data, dict):
-            return {k: walk(python.get(k), v) for k, v in data.items()}
-        if isinstance(python, list | tuple) and isinstance(data, list):
-            return [walk(p, d) for p, d in zip(python, data, strict=True)]
-        return data
-
-    return walk(model.model_dump(), model.model_dump(mode="json"))
 
 
 def _when(ts: float) -> str:
@@ -185,7 +170,7 @@ def cmd_memory(args: argparse.Namespace) -> int:
     if args.json:
         print(
             json.dumps(
-                {"seq": seq, "state": str(state), "memory": _sorted_sets(memory)},
+                {"seq": seq, "state": str(state), "memory": memory.model_dump(mode="json")},
                 indent=2,
             )
         )

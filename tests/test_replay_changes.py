@@ -140,7 +140,9 @@ def test_runs_with_their_own_handlers_need_the_builder(
     assert "3 runs replayed: 1 identical, 0 diverged, 1 need --builder, 1 failed" in shown
 
 
-def test_memory_json_prints_sets_sorted(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_memory_json_prints_sets_sorted_in_the_cli_and_the_library(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     db = tmp_path / "runs.db"
     names = [f"tool_{c}" for c in "qwertyuiopasdfgh"]
     builder = agent("find a and c")
@@ -150,6 +152,8 @@ def test_memory_json_prints_sets_sorted(tmp_path: Path, capsys: pytest.CaptureFi
     assert main(["--db", str(db), "memory", run_id, "--json"]) == 0
     memory = json.loads(capsys.readouterr().out)["memory"]
     assert memory["blacklisted_tools"] == sorted(names)
+    rebuilt = AgentMemory.rebuild(SQLiteEventStore(db), run_id)[0]
+    assert json.loads(rebuilt.model_dump_json())["blacklisted_tools"] == sorted(names)
 
 
 def observing(version: int, seen: list[bool]) -> Callable[[RunContext], str]:
