@@ -20,6 +20,9 @@ from agentsm import (
     LlmResponse,
     MockLlmCaller,
     RunContext,
+    ToolCall,
+    ToolOutcome,
+    ToolRegistry,
     tool,
 )
 from eventstore import NewEvent, SQLiteEventStore
@@ -232,3 +235,54 @@ def test_a_branch_whose_change_was_never_used_says_so(
     shown = capsys.readouterr()
     assert shown.out.strip() in {r.run_id for r in SQLiteEventStore(db).runs()}
     assert shown.err.startswith("agentsm: note: Branch ") and "no LLM call" in shown.err
+
+
+class Killed(BaseException):
+    """Stands for the process being killed while a tool runs."""
+
+
+def test_an_idempotent_tool_run_again_after_a_crash_replays_without_the_builder(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "runs.db"
+    calls: list[str] = []
+
+    @tool(idempotent=True)
+    def fetch(key: str) -> str:
+        """Read a key (safe to run twice)."""
+        calls.append(key)
+        return f"value of {key}"
+
+    async def dies_once(call: ToolCall) -> ToolOutcome:
+        """The process is killed while the first call runs."""
+        if not calls:
+            calls.append("killed")
+            raise Killed(call.name)
+        return await fetch_tools.aexecute(call.name, call.args)
+
+    fetch_tools = ToolRegistry()
+    fetch_tools.add(fetch)
+
+    def make(task: str) -> AgentBuilder:
+        script = [
+            LlmResponse.tool_call("fetch", {"key": "a"}, id="c1"),
+            LlmResponse.final_answer("The value of a is known now."),
+        ]
+        return (
+            AgentBuilder(task)
+            .llm(MockLlmCaller(script))
+            .config(AgentConfig(reflect_every_n_steps=0))
+            .tool(fetch)
+        )
+
+    engine = make("fetch a").store(db).tool_runner(dies_once).build()
+    with pytest.raises(Killed):
+        engine.run()
+    resumed = make("fetch a").store(db).attach(engine.run_id)
+    resumed.llm = MockLlmCaller([LlmResponse.final_answer("The value of a is known now.")])
+    assert resumed.run() == "The value of a is known now."
+    assert calls == ["killed", "a"]  # run again on resume: it is idempotent, no human asked
+    definition = SQLiteEventStore(db).read(engine.run_id)[0]
+    assert '"idempotent_tools":["fetch"]' in definition.payload.replace(" ", "")
+    report = replay_run(db, engine.run_id)  # the recorded flag: the same agent, no builder
+    assert report.identical, str(report)
