@@ -33,10 +33,9 @@ Hook = str | re.Pattern[str] | Callable[[str], str]
 _TEXT = frozenset(
     {"task", "system_prompt", "content", "text", "observation", "message", "error", "note"}
     | {"final_answer"}
-)
-_F = TypeVar("_F", bound=BaseModel)
-
+)  # the free-text fields of the facts; any string inside a call's `args` too
 _FREE_REASON = frozenset({"AnswerRejected", "ReflectionSkipped"})  # elsewhere `reason` is a code
+_F = TypeVar("_F", bound=BaseModel)
 
 
 def _pattern(pattern: re.Pattern[str]) -> Callable[[str], str]:
