@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from typing import Any, Protocol, runtime_checkable
 
 from .chain import ChainReport
@@ -60,6 +61,8 @@ class EventStore(Protocol):
     ) -> list[StoredEvent]: ...
 
     def verify(self, run_id: str) -> ChainReport: ...
+
+    def batch(self) -> AbstractContextManager[None]: ...
 
     def run(self, run_id: str) -> RunRecord: ...
 

@@ -10,7 +10,8 @@ import time
 import urllib.parse
 import uuid
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
@@ -76,6 +77,7 @@ class SQLiteEventStore:
             )
         self._lock = threading.RLock()
         self._has_hashes: bool | None = None
+        self._in_batch = False
         try:
             self._conn = self._connect()
         except sqlite3.DatabaseError as e:
@@ -411,6 +413,9 @@ class SQLiteEventStore:
         sync = durable and self._durability == "full" and self.path != ":memory:"
         with self._lock:
             conn = self._conn
+            if self._in_batch:  # part of batch()'s transaction, which commits or rolls back
+                write(conn)
+                return
             try:
                 if sync:
                     conn.execute("PRAGMA synchronous = FULL")
@@ -428,6 +433,30 @@ class SQLiteEventStore:
                         conn.execute("PRAGMA synchronous = NORMAL")
             except sqlite3.Error as e:
                 raise StoreError(f"Could not {what}; nothing was written ({e}).") from e
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Make every write inside the block one `BEGIN IMMEDIATE` transaction: all of it is
+        committed at the end, or none of it if anything raises (an import of several runs)."""
+        with self._lock:
+            if self._in_batch:
+                yield
+                return
+            conn = self._conn
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                self._in_batch = True
+                try:
+                    yield
+                    conn.execute("COMMIT")
+                except BaseException:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
+                finally:
+                    self._in_batch = False
+            except sqlite3.Error as e:
+                raise StoreError(f"Could not write the batch; nothing was written ({e}).") from e
 
     def read(self, run_id: str, *, after: int = 0, upto: int | None = None) -> list[StoredEvent]:
         """The run's events with `after < seq <= upto`, in order."""

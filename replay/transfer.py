@@ -132,19 +132,21 @@ def _parse(lines: Iterable[str], known: set[str]) -> list[_Run]:
 
 
 def import_runs(store: EventStore, lines: Iterable[str]) -> list[str]:
-    """Add the runs of an export to the store and return their ids. Every line is checked
-    first; a file with any bad line (not JSON, a fact that does not decode, a broken hash, a run
-    that exists) raises `ImportRefused` naming the line, and nothing of it is imported."""
+    """Add the runs of an export to the store, in one transaction, and return their ids.
+    Every line is checked first; a file with any bad line (not JSON, a fact that does not
+    decode, a broken hash, a run that exists) raises `ImportRefused` naming the line, and
+    nothing of it is imported."""
     runs = _parse(lines, {r.run_id for r in store.runs()})
-    for run in runs:
-        store.create_run(
-            run.run_id,
-            run.item["task"],
-            parent_id=run.item.get("parent_id"),
-            branch_seq=run.item.get("branch_seq"),
-            info=run.item.get("info") or {},
-            created_at=run.item.get("created_at"),
-            events=run.events,
-            status=run.item.get("status", "imported"),
-        )
+    with store.batch():  # one transaction: the whole file or nothing of it
+        for run in runs:
+            store.create_run(
+                run.run_id,
+                run.item["task"],
+                parent_id=run.item.get("parent_id"),
+                branch_seq=run.item.get("branch_seq"),
+                info=run.item.get("info") or {},
+                created_at=run.item.get("created_at"),
+                events=run.events,
+                status=run.item.get("status", "imported"),
+            )
     return [run.run_id for run in runs]

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from agentsm import AgentBuilder, LlmResponse, MockLlmCaller, tool
-from eventstore import NewEvent, SQLiteEventStore
+from eventstore import NewEvent, SQLiteEventStore, StoreError
 from eventstore.chain import GENESIS, link
 from replay import ImportRefused, branch_run, decide, export_run, import_runs, replay_run
 from replay.cli import main
@@ -191,3 +191,23 @@ def test_runs_recorded_before_hashes_are_said_so_and_continue_chained(
     tamper(db, "UPDATE events SET hash = NULL WHERE run_id = 'answer' AND seq = 9")
     broken = SQLiteEventStore(db, read_only=True).verify("answer").broken
     assert broken is not None and broken.seq == 9 and broken.reason == "the fact has no hash"
+
+
+def test_an_import_the_store_refuses_midway_leaves_nothing_of_the_file(tmp_path: Path) -> None:
+    db = tmp_path / "log.db"
+    record(db, "first")
+    record(db, "second")
+    lines = [
+        *export_run(SQLiteEventStore(db), "first"),
+        *export_run(SQLiteEventStore(db), "second"),
+    ]
+    target = SQLiteEventStore(tmp_path / "copy.db")
+    target._conn.execute(  # a store-level refusal that no check of the file can foresee
+        "CREATE TRIGGER no_second BEFORE INSERT ON runs WHEN NEW.run_id = 'second' "
+        "BEGIN SELECT RAISE(ABORT, 'full'); END"
+    )
+    with pytest.raises(StoreError):
+        import_runs(target, lines)
+    assert target.runs() == []
+    target._conn.execute("DROP TRIGGER no_second")
+    assert import_runs(target, lines) == ["first", "second"]
