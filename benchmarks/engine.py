@@ -45,9 +45,10 @@ class CountingStore(SQLiteEventStore):
         events: Sequence[NewEvent],
         *,
         status: str | None = None,
+        durable: bool = False,
     ) -> int:
         self.batches.append(list(events))
-        return super().append(run_id, expected_seq, events, status=status)
+        return super().append(run_id, expected_seq, events, status=status, durable=durable)
 
 
 def agent(steps: int, store: SQLiteEventStore) -> AgentBuilder:
