@@ -289,12 +289,13 @@ class RunContext:
             answer = await answer
         if isinstance(answer, Decision):
             return answer
+        call_id, index = request.call.id, request.index
         if answer is True:
-            return Decision(call_id=request.call.id, verdict="approved")
+            return Decision(call_id=call_id, verdict="approved", index=index)
         if answer is False:
-            return Decision(call_id=request.call.id, verdict="rejected")
+            return Decision(call_id=call_id, verdict="rejected", index=index)
         if isinstance(answer, dict):
-            return Decision(call_id=request.call.id, verdict="modified", args=answer)
+            return Decision(call_id=call_id, verdict="modified", args=answer, index=index)
         if answer is None:
             return None
         raise TypeError(

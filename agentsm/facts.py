@@ -155,16 +155,38 @@ class ApprovalRequested(_Fact):
     kind: Literal["ApprovalRequested"] = "ApprovalRequested"
     call_ids: tuple[str, ...]
     reason: Literal["approval", "outcome_unknown"] = "approval"
+    indices: tuple[int, ...] | None = None
+    """The calls' positions among the planned calls, recorded when their ids do not tell them
+    apart (an LLM gave two calls of the step the same id)."""
+
+    @classmethod
+    def of(
+        cls,
+        planned: tuple[ToolCall, ...],
+        positions: tuple[int, ...],
+        reason: Literal["approval", "outcome_unknown"] = "approval",
+    ) -> ApprovalRequested:
+        """The request for the planned calls at `positions`."""
+        ids = [c.id for c in planned]
+        unique = len(set(ids)) == len(ids)
+        return cls(
+            call_ids=tuple(ids[i] for i in positions),
+            reason=reason,
+            indices=None if unique else positions,
+        )
 
 
 class Decision(BaseModel):
-    """A human's verdict on one call: approved, rejected, or modified with new arguments."""
+    """A human's verdict on one call: approved, rejected, or modified with new arguments.
+    `index` is the call's position among the step's planned calls: ids are only labels (an LLM
+    may repeat them), so a decision with an index applies to that call alone."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     call_id: str
     verdict: Literal["approved", "rejected", "modified"]
     args: JsonObject | None = None
     note: str = ""
+    index: int | None = None
 
 
 class HumanDecided(_Fact):
@@ -262,6 +284,9 @@ class RunBranched(_Fact):
     parent_seq: int
     changes: tuple[str, ...] = ()
     config: AgentConfig | None = None
+    tool_result: str | None = None
+    """The observation the branch gave its next tool call, if it changed one: replay serves it
+    even when it runs the tools again."""
 
 
 class PatchMarked(_Fact):

@@ -38,9 +38,11 @@ class AgentMemory(BaseModel):
 
     `planned_calls` are the calls Planning chose and Observing clears; `results` their outcomes;
     `rejected` the calls Planning refused, shown to the LLM until Observing commits them;
-    `decisions` the human's verdicts on them; `in_flight` the calls recorded as started and not
-    (yet) as executed; `refused_answers` the (answer, reason) pairs Planning did not accept,
-    shown to the LLM until Observing commits the next step.
+    `decisions` the human's verdicts on them; `awaiting` the positions (in `planned_calls`) of
+    the calls waiting for a decision; `started` the positions recorded as started and not (yet)
+    as executed, oldest first; `refused_answers` the (answer, reason) pairs Planning did not
+    accept, shown to the LLM until Observing commits the next step. Calls are tracked by their
+    position, never by the id the LLM gave: ids repeat across responses, even within one.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -57,10 +59,10 @@ class AgentMemory(BaseModel):
     parallel: bool = False
     planned_text: str | None = None
     results: tuple[ToolResult, ...] = ()
-    pending_approval: tuple[str, ...] = ()
+    awaiting: tuple[int, ...] = ()
     approval_reason: str = "approval"
     decisions: tuple[f.Decision, ...] = ()
-    in_flight: tuple[str, ...] = ()
+    started: tuple[int, ...] = ()
     rejected: tuple[HistoryEntry, ...] = ()
     refused_answers: tuple[tuple[str, str], ...] = ()
     history: tuple[HistoryEntry, ...] = ()
@@ -99,14 +101,48 @@ class AgentMemory(BaseModel):
         """Results of the planned calls so far."""
         return self.results
 
+    @property
+    def pending_approval(self) -> tuple[str, ...]:
+        """The ids of the calls waiting for a human decision, in the LLM's order."""
+        return tuple(c.id for c in self.awaiting_approval())
+
+    @property
+    def in_flight(self) -> tuple[str, ...]:
+        """The ids of the calls recorded as started and not (yet) as executed."""
+        return tuple(self.planned_calls[i].id for i in sorted(self.started))
+
     def awaiting_approval(self) -> tuple[ToolCall, ...]:
         """Planned calls that wait for a human decision, in the LLM's order."""
-        return tuple(c for c in self.planned_calls if c.id in self.pending_approval)
+        return tuple(self.planned_calls[i] for i in sorted(self.awaiting))
+
+    def unfinished(self) -> tuple[int, ...]:
+        """Positions of the planned calls that have no result yet (neither run nor rejected)."""
+        done = {r.index for r in self.results}
+        return tuple(i for i in range(len(self.planned_calls)) if i not in done)
 
     def unfinished_calls(self) -> tuple[ToolCall, ...]:
         """Planned calls that have no result yet (neither run nor rejected)."""
-        done = {r.call.id for r in self.results}
-        return tuple(c for c in self.planned_calls if c.id not in done)
+        return tuple(self.planned_calls[i] for i in self.unfinished())
+
+    def interrupted(self) -> tuple[int, ...]:
+        """Positions of unfinished calls that were started: the process stopped while they ran."""
+        return tuple(i for i in self.unfinished() if i in self.started)
+
+    def decision_targets(self, decisions: Iterable[f.Decision]) -> tuple[int | None, ...]:
+        """The position each decision applies to, in order: its `index` when it names a waiting
+        call, else the first waiting call with its id not taken by an earlier one (None when it
+        matches no waiting call)."""
+        left = sorted(self.awaiting)
+        targets: list[int | None] = []
+        for d in decisions:
+            if d.index is not None:
+                target = d.index if d.index in left else None
+            else:
+                target = next((i for i in left if self.planned_calls[i].id == d.call_id), None)
+            if target is not None:
+                left.remove(target)
+            targets.append(target)
+        return tuple(targets)
 
     # -- what the LLM is sent ----------------------------------------------------------------
 
@@ -280,20 +316,39 @@ def _(fact: f.ToolCallsPlanned, memory: AgentMemory) -> AgentMemory:
             "planned_text": fact.text,
             "results": (),
             "decisions": (),
+            "awaiting": (),
+            "started": (),
         }
     )
 
 
 @_reduce.register
 def _(fact: f.ApprovalRequested, memory: AgentMemory) -> AgentMemory:
-    return memory.model_copy(
-        update={"pending_approval": fact.call_ids, "approval_reason": fact.reason}
-    )
+    candidates = list(memory.unfinished())
+    if fact.reason == "outcome_unknown":
+        candidates = [i for i in candidates if i in memory.started]
+    awaiting: list[int] = []
+    if fact.indices is not None:
+        awaiting = [i for i in fact.indices if i in candidates]
+    else:
+        for call_id in fact.call_ids:  # in the LLM's order: the n-th of an id is the n-th
+            found = next((i for i in candidates if memory.planned_calls[i].id == call_id), None)
+            if found is not None:
+                candidates.remove(found)
+                awaiting.append(found)
+    return memory.model_copy(update={"awaiting": tuple(awaiting), "approval_reason": fact.reason})
 
 
 @_reduce.register
 def _(fact: f.ToolCallStarted, memory: AgentMemory) -> AgentMemory:
-    return memory.model_copy(update={"in_flight": (*memory.in_flight, fact.call.id)})
+    same = [i for i in memory.unfinished() if memory.planned_calls[i] == fact.call]
+    fresh = [i for i in same if i not in memory.started]
+    again = [i for i in memory.started if i in same]  # run again after a stop, oldest first
+    position = fresh[0] if fresh else again[0] if again else None
+    if position is None:
+        return memory  # not one of the planned calls (a custom handler's own)
+    started = (*(i for i in memory.started if i != position), position)
+    return memory.model_copy(update={"started": started})
 
 
 @_reduce.register
@@ -303,14 +358,17 @@ def _(fact: f.RunBranched, memory: AgentMemory) -> AgentMemory:
 
 @_reduce.register
 def _(fact: f.HumanDecided, memory: AgentMemory) -> AgentMemory:
-    verdicts = {d.call_id: d for d in fact.decisions}
-    calls: list[ToolCall] = []
+    calls = list(memory.planned_calls)
     results = list(memory.results)
-    for call in memory.planned_calls:
-        d = verdicts.get(call.id)
-        if d is not None and d.verdict == "modified" and d.args is not None:
-            call = call.model_copy(update={"args": d.args})
-        elif d is not None and d.verdict == "rejected":
+    decided: set[int] = set()
+    for d, target in zip(fact.decisions, memory.decision_targets(fact.decisions), strict=True):
+        if target is None:
+            continue
+        decided.add(target)
+        call = calls[target]
+        if d.verdict == "modified" and d.args is not None:
+            calls[target] = call.model_copy(update={"args": d.args})
+        elif d.verdict == "rejected":
             why = f" ({d.note})" if d.note else ""
             if memory.approval_reason == "outcome_unknown":
                 text = (
@@ -319,27 +377,29 @@ def _(fact: f.HumanDecided, memory: AgentMemory) -> AgentMemory:
                 )
             else:
                 text = f"ERROR: HumanRejected: a human rejected the call to '{call.name}'{why}."
-            results.append(ToolResult(call=call, observation=text, success=False))
-        calls.append(call)
-    decided = set(verdicts)
-    pending = tuple(i for i in memory.pending_approval if i not in decided)
+            results.append(ToolResult(call=call, observation=text, success=False, index=target))
+    awaiting = tuple(i for i in memory.awaiting if i not in decided)
     return memory.model_copy(
         update={
             "planned_calls": tuple(calls),
             "results": tuple(results),
-            "pending_approval": pending,
+            "awaiting": awaiting,
             "decisions": memory.decisions + fact.decisions,
-            "approval_reason": memory.approval_reason if pending else "approval",
-            "in_flight": tuple(i for i in memory.in_flight if i not in decided),
+            "approval_reason": memory.approval_reason if awaiting else "approval",
+            "started": tuple(i for i in memory.started if i not in decided),
         }
     )
 
 
 @_reduce.register
 def _(fact: f.ToolExecuted, memory: AgentMemory) -> AgentMemory:
-    result = ToolResult(call=fact.call, observation=fact.observation, success=fact.success)
-    in_flight = tuple(i for i in memory.in_flight if i != fact.call.id)
-    return memory.model_copy(update={"results": (*memory.results, result), "in_flight": in_flight})
+    same = [i for i in memory.unfinished() if memory.planned_calls[i] == fact.call]
+    position = next((i for i in memory.started if i in same), same[0] if same else None)
+    result = ToolResult(
+        call=fact.call, observation=fact.observation, success=fact.success, index=position
+    )
+    started = tuple(i for i in memory.started if i != position)
+    return memory.model_copy(update={"results": (*memory.results, result), "started": started})
 
 
 @_reduce.register
@@ -354,9 +414,9 @@ def _(fact: f.ObservationCommitted, memory: AgentMemory) -> AgentMemory:
             "results": (),
             "rejected": (),
             "refused_answers": (),
-            "pending_approval": (),
+            "awaiting": (),
             "decisions": (),
-            "in_flight": (),
+            "started": (),
         }
     )
 

@@ -165,11 +165,13 @@ class LlmResponse(_Frozen):
 
 
 class ToolResult(_Frozen):
-    """The outcome of one planned call, waiting for Observing to commit it to history."""
+    """The outcome of one planned call, waiting for Observing to commit it to history.
+    `index` is the call's position among the step's planned calls (ids may repeat)."""
 
     call: ToolCall
     observation: str
     success: bool
+    index: int | None = None
 
 
 class HistoryEntry(_Frozen):
@@ -203,12 +205,14 @@ class ToolSchema(_Frozen):
 
 
 class ApprovalRequest(_Frozen):
-    """A tool call waiting for a human decision."""
+    """A tool call waiting for a human decision; `index` is its position among the step's
+    planned calls, which names it even when the LLM gave two calls the same id."""
 
     run_id: str
     step: int
     call: ToolCall
     reason: str = "tool requires approval"
+    index: int = 0
 
 
 class AgentConfig(_Frozen):

@@ -46,10 +46,11 @@ def branch_run(
     `llm_response` answers the branch's next LLM call; `tool_result` is the result of its next
     tool call; `config` replaces the configuration from there; `llm` answers every later call
     (otherwise the parent's remaining recorded responses do). Tools, decisions: the parent's
-    recorded ones by call id, then the builder's own (tools not recorded and no builder come
-    back as `ERROR: NotRecorded`). A change nothing after the point used (no LLM call or tool
-    run came, or the answer became a reflection summary) is reported with an `UnusedChange`
-    warning: the branch then repeats its parent.
+    recorded ones after the branch point, by position, while they are about the same calls
+    (tool and arguments); other calls go to the builder's own tools and approval callback
+    (without a builder, tools come back as `ERROR: NotRecorded`). A change nothing after the
+    point used (no LLM call or tool run came, or the answer became a reflection summary) is
+    reported with an `UnusedChange` warning: the branch then repeats its parent.
     """
     store = open_store(db)
     parent = Recording.load(store, run_id)
@@ -69,8 +70,11 @@ def branch_run(
     first = ToolOutcome.ok(tool_result) if isinstance(tool_result, str) else tool_result
     agent.llm(RecordedLlm(later, then=llm)).store(store)
     live = agent.build()  # the builder's own tools and approval callback, for what is not recorded
-    agent.tool_runner(RecordedTools(parent.tool_outcomes, fallback=live.run_tool, first=first))
-    agent.on_approval(RecordedDecisions(parent.decisions, fallback=live.approval))
+    tools = [e for e in parent.tool_effects[parent.tool_runs_before(point) :] if e.outcome]
+    agent.tool_runner(RecordedTools(tools, live.run_tool, first=first))
+    skip = parent.decisions_before(point)
+    decisions = [d for g in parent.decision_groups for d in g][skip:]
+    agent.on_approval(RecordedDecisions([decisions], live.approval))
 
     new_id = new_run_id or uuid.uuid4().hex[:12]
     copy_prefix(parent, store, new_id, point, parent_id=parent.run_id)
@@ -86,7 +90,13 @@ def branch_run(
     )
     engine = agent.attach(new_id)
     engine.note(
-        f.RunBranched(parent_id=parent.run_id, parent_seq=point, changes=changes, config=config)
+        f.RunBranched(
+            parent_id=parent.run_id,
+            parent_seq=point,
+            changes=changes,
+            config=config,
+            tool_result=first.observation if first is not None else None,
+        )
     )
     try:
         engine.run()

@@ -572,7 +572,10 @@ def _parser() -> argparse.ArgumentParser:
             f"agentsm {name} 3f2a" + (" --args '{\"amount\": 5}'" if name == "modify" else ""),
         )
         p.add_argument("run")
-        p.add_argument("--call", help="the waiting call's id (default: every waiting call)")
+        p.add_argument(
+            "--call",
+            help="the waiting call: its id, a unique prefix, or #N (default: every waiting call)",
+        )
         p.add_argument("--note", default="", help="a note recorded with the decision")
         p.add_argument("--force", action="store_true", help=FORCE_HELP)
         if name == "modify":

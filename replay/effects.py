@@ -16,13 +16,16 @@ from agentsm import (
     ToolRegistry,
 )
 from agentsm import facts as f
-from agentsm.context import ToolRunner
+from agentsm.context import ApprovalCallback, ToolRunner
+
+from .recording import DecisionEffect, ToolEffect
 
 __all__ = [
     "RecordedDecisions",
     "RecordedLlm",
     "RecordedLlmError",
     "RecordedTools",
+    "ReplayDiverged",
     "ReplayedCrash",
 ]
 
@@ -31,6 +34,12 @@ class ReplayedCrash(BaseException):  # noqa: N818 - it is not an error: it stand
     """The recorded process died during this effect; replay stops the engine here too and then
     resumes the run, as the recorded run was resumed. A BaseException, so no handler takes it
     for a failure of the effect."""
+
+
+class ReplayDiverged(BaseException):  # noqa: N818 - it stops the replay, it is not a failure
+    """The replayed run asked for an effect that is not the one recorded at its place (another
+    tool, other arguments, another call to decide): the replay stops there and reports the
+    first fact that differs. A BaseException, so no handler takes it for a failed effect."""
 
 
 class RecordedLlmError(Exception):
@@ -81,52 +90,113 @@ class RecordedLlm:
         return f"RecordedLlm(served={self.served}, recorded={len(self._outcomes)})"
 
 
+def _same_call(a: ToolCall, b: ToolCall) -> bool:
+    """The identity a recorded effect is checked by: the tool and its arguments (ids are the
+    LLM's labels and may repeat)."""
+    return a.name == b.name and a.args == b.args
+
+
 class RecordedTools:
-    """Tool results by call id from a recording; other calls go to `fallback` (the real tools)
-    or come back as `ERROR: NotRecorded`. `first` overrides the first call run. A call the
-    recorded process died in stops the replay there (`interrupted`, by call id)."""
+    """Tool results served by position: the n-th tool run gets the n-th recorded run's outcome
+    when the call is the same tool with the same arguments. `strict` (replay): a different call
+    is a divergence and stops the engine; a run the recorded process died in stops it too.
+    Otherwise (a branch) a different call, or one past the recording, goes to `fallback`.
+    `execute`: recorded positions run `fallback` (the real tools) instead of being served, except
+    results a branch set. `first` answers the first call, whatever it is."""
 
     def __init__(
         self,
-        outcomes: dict[str, ToolOutcome],
+        effects: Sequence[ToolEffect],
         fallback: ToolRunner | None = None,
+        *,
+        strict: bool = False,
+        execute: bool = False,
         first: ToolOutcome | None = None,
-        interrupted: dict[str, int] | None = None,
     ) -> None:
-        self._outcomes = outcomes
-        self._interrupted = dict(interrupted or {})
+        self._effects = list(effects)
         self._fallback = fallback
+        self._strict = strict
+        self._execute = execute
         self._first = first
+        self.served = 0
 
     async def __call__(self, call: ToolCall) -> ToolOutcome:
-        if self._interrupted.get(call.id):
-            self._interrupted[call.id] -= 1
-            raise ReplayedCrash(f"the recorded process stopped while {call.name} ran")
+        position = self.served
+        self.served += 1
+        recorded = self._effects[position] if position < len(self._effects) else None
         if self._first is not None:
             first, self._first = self._first, None
             return first
-        recorded = self._outcomes.get(call.id)
-        if recorded is not None:
-            return recorded
+        if recorded is not None and not _same_call(recorded.call, call):
+            if self._strict:
+                raise ReplayDiverged(
+                    f"tool run {position + 1} calls {call.name}({call.args}); the recording "
+                    f"ran {recorded.call.name}({recorded.call.args}) there"
+                )
+            recorded = None
+        if recorded is not None and recorded.outcome is None:
+            raise ReplayedCrash(f"the recorded process stopped while {call.name} ran")
+        if recorded is not None and recorded.outcome is not None:
+            if not self._execute or recorded.pinned or self._fallback is None:
+                return recorded.outcome
         if self._fallback is not None:
             return await self._fallback(call)
         return ToolOutcome.failed(
-            "NotRecorded", f"the recording has no result for call {call.id} to '{call.name}'"
+            "NotRecorded", f"the recording has no result for tool run {position + 1} ({call.name})"
         )
+
+    def __repr__(self) -> str:
+        return f"RecordedTools(served={self.served}, recorded={len(self._effects)})"
 
 
 class RecordedDecisions:
-    """Human decisions by call id from a recording; other requests go to `fallback`, or stay
-    waiting (None)."""
+    """Human decisions served by position: the n-th decision asked for gets the n-th recorded
+    one when it is about the same call (position among the planned calls, tool, arguments).
 
-    def __init__(self, decisions: dict[str, f.Decision], fallback: object = None) -> None:
-        self._decisions = decisions
+    `groups` keeps the recorded grouping (one group per HumanDecided fact): when a group is
+    used up, the next question is answered with None, so the run waits there as the recorded
+    run did, and the next group answers when it goes on (`paused` says that happened). A
+    mismatch is a divergence (`strict`) or goes to `fallback` (a branch), as do questions past
+    the recording."""
+
+    def __init__(
+        self,
+        groups: Sequence[Sequence[DecisionEffect]],
+        fallback: ApprovalCallback | None = None,
+        *,
+        strict: bool = False,
+    ) -> None:
+        self._groups = [list(g) for g in groups if g]
         self._fallback = fallback
+        self._strict = strict
+        self._group = 0
+        self._served = 0
+        self.paused = False
 
-    def __call__(self, request: ApprovalRequest) -> object:
-        decision = self._decisions.get(request.call.id)
-        if decision is not None:
-            return decision
-        if callable(self._fallback):
-            return self._fallback(request)
-        return None
+    def __call__(self, request: ApprovalRequest) -> Any:
+        if self._group < len(self._groups) and self._served == len(self._groups[self._group]):
+            self._group += 1
+            self._served = 0
+            if self._strict:
+                self.paused = True
+                return None
+        if self._group >= len(self._groups):
+            return self._fallback(request) if self._fallback is not None else None
+        recorded = self._groups[self._group][self._served]
+        self._served += 1
+        same = (
+            recorded.index == request.index
+            and recorded.call is not None
+            and _same_call(recorded.call, request.call)
+        )
+        if not same:
+            if self._strict:
+                raise ReplayDiverged(
+                    f"a decision is asked for {request.call.name}({request.call.args}) at "
+                    f"position {request.index}; the recorded decision was on another call"
+                )
+            return self._fallback(request) if self._fallback is not None else None
+        return recorded.decision
+
+    def __repr__(self) -> str:
+        return f"RecordedDecisions(group={self._group}, groups={len(self._groups)})"

@@ -5,15 +5,38 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 
-from agentsm import ToolOutcome
+from agentsm import ToolCall, ToolOutcome
 from agentsm import facts as f
+from agentsm.memory import apply, initial_memory
 from agentsm.trace import TraceEntry
 from eventstore import EventStore, RunRecord
 
 from .errors import SeqOutOfRange
 from .source import resolve_run
 
-__all__ = ["Recording"]
+__all__ = ["DecisionEffect", "Recording", "ToolEffect"]
+
+
+@dataclass(frozen=True)
+class ToolEffect:
+    """One recorded tool run: the seq of its start, the call, and its outcome (None: the
+    process stopped while it ran). `pinned`: a branch set this result; it is never re-run."""
+
+    seq: int
+    call: ToolCall
+    outcome: ToolOutcome | None
+    pinned: bool = False
+
+
+@dataclass(frozen=True)
+class DecisionEffect:
+    """One recorded human decision: the seq of its fact, the decision, and the position and
+    call it applied to (None when it matched no waiting call)."""
+
+    seq: int
+    decision: f.Decision
+    index: int | None
+    call: ToolCall | None
 
 
 @dataclass(frozen=True)
@@ -42,6 +65,11 @@ class Recording:
             raise ValueError(f"Run {self.run_id} does not begin with RunStarted; it is damaged.")
         return first
 
+    @property
+    def finished(self) -> bool:
+        """True when the run recorded its closing fact (RunFinished)."""
+        return bool(self.entries) and isinstance(self.entries[-1].fact, f.RunFinished)
+
     @cached_property
     def llm_outcomes(self) -> tuple[f.LlmResponded | f.LlmFailed | None, ...]:
         """Every LLM call's outcome, in order; None for a call the process died in."""
@@ -54,46 +82,66 @@ class Recording:
         return tuple(outcomes)
 
     @cached_property
-    def interrupted_calls(self) -> dict[str, int]:
-        """How many times each tool call was started and never finished (the process died)."""
-        open_starts: dict[str, int] = {}
-        lost: dict[str, int] = {}
+    def tool_effects(self) -> tuple[ToolEffect, ...]:
+        """Every tool run the run started, in order, with its outcome (None where the process
+        stopped while it ran). A batch's starts are committed together and its results follow
+        them in call order, so the last results pair with the last starts of a block; earlier
+        starts in the block were cut short and run again after a resume."""
+        facts = [e.fact for e in self.entries]
+        effects: list[ToolEffect] = []
+        pinned = False
+        i = 0
+        while i < len(facts):
+            fact = facts[i]
+            if isinstance(fact, f.RunBranched):
+                pinned = "tool_result" in fact.changes
+            if not isinstance(fact, f.ToolCallStarted):
+                i += 1
+                continue
+            j = i
+            while j < len(facts) and isinstance(facts[j], f.ToolCallStarted):
+                j += 1
+            k = j
+            while k < len(facts) and isinstance(facts[k], f.ToolExecuted):
+                k += 1
+            starts = [self.entries[n] for n in range(i, j)]
+            done = [x for x in facts[j:k] if isinstance(x, f.ToolExecuted)]
+            lost = max(0, len(starts) - len(done))
+            for n, entry in enumerate(starts):
+                assert isinstance(entry.fact, f.ToolCallStarted)
+                outcome = None
+                if n >= lost and n - lost < len(done):
+                    x = done[n - lost]
+                    outcome = ToolOutcome(x.observation, x.success, x.error_type)
+                effects.append(ToolEffect(entry.seq, entry.fact.call, outcome, pinned))
+                pinned = pinned and outcome is None
+            i = k
+        return tuple(effects)
+
+    @cached_property
+    def decision_groups(self) -> tuple[tuple[DecisionEffect, ...], ...]:
+        """The human decisions of the run, one group per HumanDecided fact, in order, each
+        with the call it decided (found by folding the log up to it)."""
+        groups: list[tuple[DecisionEffect, ...]] = []
+        memory = None
         for e in self.entries:
-            if isinstance(e.fact, f.ToolCallStarted):
-                call_id = e.fact.call.id
-                if open_starts.get(call_id):
-                    lost[call_id] = lost.get(call_id, 0) + 1
-                open_starts[call_id] = 1
-            elif isinstance(e.fact, f.ToolExecuted):
-                open_starts[e.fact.call.id] = 0
-            elif isinstance(e.fact, f.ApprovalRequested) and e.fact.reason == "outcome_unknown":
-                for call_id in e.fact.call_ids:
-                    if open_starts.get(call_id):
-                        lost[call_id] = lost.get(call_id, 0) + 1
-                        open_starts[call_id] = 0
-        for call_id, still_open in open_starts.items():
-            if still_open:
-                lost[call_id] = lost.get(call_id, 0) + 1
-        return lost
-
-    @cached_property
-    def tool_outcomes(self) -> dict[str, ToolOutcome]:
-        """The recorded outcome of each executed call, by call id."""
-        return {
-            e.fact.call.id: ToolOutcome(e.fact.observation, e.fact.success, e.fact.error_type)
-            for e in self.entries
-            if isinstance(e.fact, f.ToolExecuted)
-        }
-
-    @cached_property
-    def decisions(self) -> dict[str, f.Decision]:
-        """The human decision on each call that waited for one, by call id."""
-        return {
-            d.call_id: d
-            for e in self.entries
-            if isinstance(e.fact, f.HumanDecided)
-            for d in e.fact.decisions
-        }
+            if isinstance(e.fact, f.RunStarted):
+                memory = initial_memory(e.fact)
+                continue
+            if memory is None:
+                continue
+            if isinstance(e.fact, f.HumanDecided):
+                targets = memory.decision_targets(e.fact.decisions)
+                groups.append(
+                    tuple(
+                        DecisionEffect(
+                            e.seq, d, t, memory.planned_calls[t] if t is not None else None
+                        )
+                        for d, t in zip(e.fact.decisions, targets, strict=True)
+                    )
+                )
+            memory = apply(memory, e.fact)
+        return tuple(groups)
 
     @cached_property
     def patches(self) -> frozenset[str]:
@@ -117,12 +165,17 @@ class Recording:
         return point
 
     def llm_calls_before(self, seq: int) -> int:
-        """How many LLM calls the run made before seq `seq`."""
-        return sum(
-            1
-            for e in self.entries
-            if e.seq <= seq and isinstance(e.fact, f.LlmResponded | f.LlmFailed)
-        )
+        """How many LLM calls the run had started by seq `seq` (answered, failed or cut short
+        by a stop): the position of the next one."""
+        return sum(1 for e in self.entries if e.seq <= seq and isinstance(e.fact, f.LlmRequested))
+
+    def tool_runs_before(self, seq: int) -> int:
+        """How many tool runs the run had started by seq `seq`: the position of the next one."""
+        return sum(1 for e in self.tool_effects if e.seq <= seq)
+
+    def decisions_before(self, seq: int) -> int:
+        """How many decisions the run had recorded by seq `seq`: the position of the next one."""
+        return sum(len(g) for g in self.decision_groups if g and g[0].seq <= seq)
 
     def __repr__(self) -> str:
         return f"Recording(run_id={self.run_id!r}, facts={len(self.entries)})"

@@ -6,22 +6,21 @@ from agentsm import AgentEngine, AgentFailed, EngineError, HumanInputRequired
 from agentsm import facts as f
 from agentsm._sync import run_sync
 from agentsm.llm.base import llm_settings
-from agentsm.trace import Trace
+from agentsm.trace import Trace, TraceEntry
 from eventstore import SQLiteEventStore
 
-from .effects import RecordedDecisions, RecordedLlm, RecordedTools, ReplayedCrash
+from .effects import (
+    RecordedDecisions,
+    RecordedLlm,
+    RecordedTools,
+    ReplayDiverged,
+    ReplayedCrash,
+)
 from .recording import Recording
 from .report import ReplayReport, compare_runs
 from .source import Builder, StoreLike, open_store, recorded_builder
 
 __all__ = ["assert_replays", "replay_run"]
-
-
-def _finish(engine: AgentEngine) -> None:
-    try:
-        engine.run()
-    except (AgentFailed, HumanInputRequired, EngineError):
-        pass  # the outcome is in the log, which is what gets compared
 
 
 def replay_run(
@@ -30,7 +29,13 @@ def replay_run(
     """Re-run `run_id` with the current agent (`builder(task)`, or the recorded definition)
     against its recorded LLM responses, tool results and human decisions, in a scratch store,
     and compare every fact with the recording. The recorded run is only read. A branched run is
-    replayed from its start too, its recorded changes re-applied where it was branched."""
+    replayed from its start too, its recorded changes re-applied where it was branched.
+
+    Effects are matched by their place in the run: the n-th LLM call, tool run or decision is
+    served the n-th recorded one, checked to be the same call (tool and arguments; for a
+    decision, the call's position too); a mismatch stops the replay at a divergence.
+    `execute_tools` runs the tools instead of serving their results (except results a branch
+    set, and runs the recorded process died in, which stop the replay there as they did)."""
     store = open_store(db)
     recording = Recording.load(store, run_id)
     definition = recording.definition
@@ -44,33 +49,55 @@ def replay_run(
     settings = llm_settings(own) if own is not None else definition.llm
     agent.llm(RecordedLlm(recording.llm_outcomes, settings=settings))
     agent.store(scratch).run_id(recording.run_id)
-    agent.on_approval(RecordedDecisions(recording.decisions))
-    interrupted = recording.interrupted_calls
-    if not execute_tools:
-        agent.tool_runner(RecordedTools(recording.tool_outcomes, interrupted=interrupted))
+    decisions = RecordedDecisions(recording.decision_groups, strict=True)
+    agent.on_approval(decisions)
+    live = agent.build().run_tool if execute_tools else None
+    agent.tool_runner(
+        RecordedTools(recording.tool_effects, live, strict=True, execute=execute_tools)
+    )
     agent.patches(recording.patches.__contains__)  # old runs replay their old code paths
     engine = agent.build()
-    branches = [e for e in recording.entries if isinstance(e.fact, f.RunBranched)]
+    notes = [e for e in recording.entries if isinstance(e.fact, f.RunBranched)]
+    last = recording.run.last_seq
     while True:
         try:
-            for entry in branches:  # re-apply each branch where it was made
-                if engine.seq < entry.seq and run_sync(engine.run_until(entry.seq - 1)) == (
-                    entry.seq - 1
-                ):
-                    engine.note(entry.fact)
-            _finish(engine)
+            decisions.paused = False
+            _drive(engine, notes)
+            if decisions.paused and not engine.finished:
+                continue  # it waits where the recorded run took its next decisions later
             if not isinstance(
                 Trace.load(scratch, recording.run_id).entries()[-1].fact, f.RunAborted
             ):
                 break
-        except ReplayedCrash:  # the recorded run died here and was resumed: so is this one
+        except ReplayedCrash:
             pass
+        except ReplayDiverged:
+            break  # the facts compared below show where
         # the recorded run stopped here (died, or aborted at an LLM deadline) and was resumed
-        if scratch.run(recording.run_id).last_seq >= recording.run.last_seq:
+        if scratch.run(recording.run_id).last_seq >= last:
             break  # ... or it was never resumed
         engine = agent.attach(recording.run_id)
     replayed = Trace.load(scratch, recording.run_id).entries()
+    if not recording.finished:
+        replayed = replayed[: len(recording.entries)]  # the recording says nothing past its end
     return compare_runs(recording.run_id, recording.entries, replayed)
+
+
+def _drive(engine: AgentEngine, notes: list[TraceEntry]) -> None:
+    """Run the engine to its end, or until it waits; re-apply each branch's recorded change
+    where it was made (`notes` loses the ones applied)."""
+    try:
+        while notes:
+            target = notes[0].seq - 1
+            if engine.seq < target and run_sync(engine.run_until(target)) < target:
+                return  # it waits (or ended) before the branch point
+            if engine.seq != target:
+                notes.clear()  # the replay went past the branch point: the facts differ there
+                break
+            engine.note(notes.pop(0).fact)
+        engine.run()
+    except (AgentFailed, HumanInputRequired, EngineError):
+        pass  # the outcome is in the log, which is what gets compared
 
 
 def assert_replays(

@@ -65,9 +65,11 @@ def decide(
     note: str = "",
     force: bool = False,
 ) -> list[f.Decision]:
-    """Record a human's decision on a waiting run (all its waiting calls, or `call_id`); the
-    run continues with `resume_run`. Nothing runs here. Refused while another live process
-    drives the run, unless `force`."""
+    """Record a human's decision on a waiting run (all its waiting calls, or the one `call_id`
+    names: its exact id, a unique prefix of it, or `#N`, its position among the waiting calls
+    counted from 1); the run continues with `resume_run`. Nothing runs here, and nothing is
+    decided when the request is ambiguous. Refused while another live process drives the
+    run, unless `force`."""
     store = open_store(db)
     run_id = resolve_run(store, run_id)
     store.claim(run_id, force=force)
@@ -88,16 +90,14 @@ def _decide(
 ) -> list[f.Decision]:
     recording = Recording.load(store, run_id)
     memory, state = fold_with_state(e.fact for e in recording.entries)
-    waiting = list(memory.awaiting_approval())
+    waiting = approval_requests(recording.run_id, memory)
     if state != State.WaitingForHuman or not waiting:
         raise ValueError(
             f"Run {recording.run_id} is not waiting for a human (it is in {state}); only a run "
             "in WaitingForHuman with a pending request can be approved, rejected or modified."
         )
     if call_id is not None:
-        waiting = [c for c in waiting if c.id == call_id or c.id.startswith(call_id)]
-        if not waiting:
-            raise ValueError(f"Run {recording.run_id} has no waiting call {call_id!r}.")
+        waiting = [_waiting_call(recording.run_id, waiting, call_id)]
     if verdict == "modified":
         if args is None:
             raise ValueError("modify needs the replacement arguments (--args JSON).")
@@ -107,12 +107,41 @@ def _decide(
             )
     decisions = [
         f.Decision(
-            call_id=c.id, verdict=verdict, args=args if verdict == "modified" else None, note=note
+            call_id=r.call.id,
+            verdict=verdict,
+            args=args if verdict == "modified" else None,
+            note=note,
+            index=r.index,
         )
-        for c in waiting
+        for r in waiting
     ]
     recorder = Recorder(store, recording.run_id, memory, recording.entries[-1].seq, time.time)
     recorder.record(f.HumanDecided(decisions=tuple(decisions)), state)
-    left = recorder.memory.pending_approval
+    left = recorder.memory.awaiting
     recorder.flush(status="waiting" if left else "ready")
     return decisions
+
+
+def _waiting_call(run_id: str, waiting: list[ApprovalRequest], name: str) -> ApprovalRequest:
+    """The one waiting call `name` designates: `#N`, an exact id, or a unique id prefix."""
+    if name.startswith("#") and name[1:].isdigit() and not any(r.call.id == name for r in waiting):
+        n = int(name[1:])
+        if not 1 <= n <= len(waiting):
+            raise ValueError(
+                f"Run {run_id} has {len(waiting)} waiting call(s); {name} is not one of them."
+            )
+        return waiting[n - 1]
+    matches = [r for r in waiting if r.call.id == name] or [
+        r for r in waiting if name and r.call.id.startswith(name)
+    ]
+    if len(matches) == 1:
+        return matches[0]
+    listing = ", ".join(
+        f"#{waiting.index(r) + 1} {r.call.id} ({r.call.name})" for r in (matches or waiting)
+    )
+    if not matches:
+        raise ValueError(f"Run {run_id} has no waiting call {name!r}; waiting: {listing}.")
+    raise ValueError(
+        f"--call {name!r} names {len(matches)} waiting calls of run {run_id} ({listing}); "
+        "nothing was decided: give a whole id, or #N for the N-th waiting call."
+    )

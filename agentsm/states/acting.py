@@ -19,13 +19,14 @@ def _interrupted(ctx: RunContext) -> bool:
     """Calls that started and never reported (the process stopped, or the call timed out and
     was abandoned) and may not be re-run without a human: record the question and say so.
     Idempotent tools are simply run again."""
+    calls = ctx.memory.planned_calls
     unsure = tuple(
-        c.id
-        for c in ctx.memory.unfinished_calls()
-        if c.id in ctx.memory.in_flight and not getattr(ctx.tools.get(c.name), "idempotent", False)
+        i
+        for i in ctx.memory.interrupted()
+        if not getattr(ctx.tools.get(calls[i].name), "idempotent", False)
     )
     if unsure:
-        ctx.record(f.ApprovalRequested(call_ids=unsure, reason="outcome_unknown"))
+        ctx.record(f.ApprovalRequested.of(calls, unsure, reason="outcome_unknown"))
     return bool(unsure)
 
 

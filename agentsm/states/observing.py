@@ -18,11 +18,11 @@ class ObservingState:
 
     async def handle(self, ctx: RunContext) -> str:
         memory = ctx.memory
-        by_id = {r.call.id: r for r in memory.results}
+        by_position = {r.index: r for r in memory.results}
         entries = list(memory.rejected)
         text = memory.planned_text
-        for call in memory.planned_calls:
-            result = by_id.get(call.id)
+        for position in range(len(memory.planned_calls)):
+            result = by_position.get(position)
             if result is None:
                 continue
             entries.append(

@@ -117,9 +117,10 @@ class PlanningState:
         ctx.record(
             f.ToolCallsPlanned(calls=response.calls, parallel=parallel, text=response.content)
         )
-        needs = tuple(c.id for c in response.calls if c.name in memory.approval_required)
+        calls = response.calls
+        needs = tuple(i for i, c in enumerate(calls) if c.name in memory.approval_required)
         if needs:
-            ctx.record(f.ApprovalRequested(call_ids=needs))
+            ctx.record(f.ApprovalRequested.of(calls, needs))
             return Event.HumanApprovalRequired
         return Event.LlmParallelToolCalls if parallel else Event.LlmToolCall
 

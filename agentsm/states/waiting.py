@@ -20,15 +20,20 @@ QUESTIONS = {
 }
 
 
-def approval_request(run_id: str, memory: AgentMemory, call: ToolCall) -> ApprovalRequest:
-    """The question put to a human about one call waiting in `memory`."""
+def approval_request(
+    run_id: str, memory: AgentMemory, call: ToolCall, index: int
+) -> ApprovalRequest:
+    """The question put to a human about the call at position `index` waiting in `memory`."""
     reason = QUESTIONS.get(memory.approval_reason, memory.approval_reason)
-    return ApprovalRequest(run_id=run_id, step=memory.step, call=call, reason=reason)
+    return ApprovalRequest(run_id=run_id, step=memory.step, call=call, reason=reason, index=index)
 
 
 def approval_requests(run_id: str, memory: AgentMemory) -> list[ApprovalRequest]:
-    """Every question a run waiting in `memory` has for a human."""
-    return [approval_request(run_id, memory, c) for c in memory.awaiting_approval()]
+    """Every question a run waiting in `memory` has for a human, in the LLM's order."""
+    return [
+        approval_request(run_id, memory, memory.planned_calls[i], i)
+        for i in sorted(memory.awaiting)
+    ]
 
 
 class WaitingForHumanState:
@@ -43,17 +48,17 @@ class WaitingForHumanState:
     )
 
     async def handle(self, ctx: RunContext) -> str | Suspend:
-        memory = ctx.memory
         decisions = []
-        for call in memory.awaiting_approval():
-            request = approval_request(ctx.run_id, memory, call)
+        for request in approval_requests(ctx.run_id, ctx.memory):
             decision = await ctx.ask_human(request)
             if decision is None:
-                return SUSPEND
+                break
             decisions.append(decision)
-        if decisions:
+        if decisions:  # kept even when a later call has no decision yet
             ctx.record(f.HumanDecided(decisions=tuple(decisions)))
         memory = ctx.memory
+        if memory.awaiting:
+            return SUSPEND
         if not memory.unfinished_calls():
             return Event.HumanRejected
         if memory.parallel:
