@@ -102,7 +102,7 @@ class RecordedTools:
     is a divergence and stops the engine; a run the recorded process died in stops it too.
     Otherwise (a branch) a different call, or one past the recording, goes to `fallback`.
     `execute`: recorded positions run `fallback` (the real tools) instead of being served, except
-    results a branch set. `first` answers the first call, whatever it is."""
+    results a branch set and runs that never reported. `first` answers the first call."""
 
     def __init__(
         self,
@@ -137,8 +137,9 @@ class RecordedTools:
         if recorded is not None and recorded.outcome is None:
             raise ReplayedCrash(f"the recorded process stopped while {call.name} ran")
         if recorded is not None and recorded.outcome is not None:
-            if not self._execute or recorded.pinned or self._fallback is None:
-                return recorded.outcome
+            outcome = recorded.outcome
+            if not self._execute or recorded.pinned or not outcome.known or not self._fallback:
+                return outcome  # never re-run: a result a branch set, or one never reported
         if self._fallback is not None:
             return await self._fallback(call)
         return ToolOutcome.failed(

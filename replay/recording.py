@@ -83,10 +83,14 @@ class Recording:
 
     @cached_property
     def tool_effects(self) -> tuple[ToolEffect, ...]:
-        """Every tool run the run started, in order, with its outcome (None where the process
-        stopped while it ran). A batch's starts are committed together and its results follow
-        them in call order, so the last results pair with the last starts of a block; earlier
-        starts in the block were cut short and run again after a resume."""
+        """Every tool run the run started, in order, with its outcome.
+
+        A batch's starts are committed together and the results it got follow them in call
+        order, so results pair with the last starts of a block that are the same calls. A start
+        without a result that is started again in the same block was cut short by a stop and
+        run again on resume (outcome None); one that is not was never reported (abandoned
+        after its timeout, or the process stopped and a human was asked): its outcome is
+        unknown, and the run went on from there exactly as after a stop."""
         facts = [e.fact for e in self.entries]
         effects: list[ToolEffect] = []
         pinned = False
@@ -104,17 +108,25 @@ class Recording:
             k = j
             while k < len(facts) and isinstance(facts[k], f.ToolExecuted):
                 k += 1
-            starts = [self.entries[n] for n in range(i, j)]
-            done = [x for x in facts[j:k] if isinstance(x, f.ToolExecuted)]
-            lost = max(0, len(starts) - len(done))
-            for n, entry in enumerate(starts):
-                assert isinstance(entry.fact, f.ToolCallStarted)
-                outcome = None
-                if n >= lost and n - lost < len(done):
-                    x = done[n - lost]
-                    outcome = ToolOutcome(x.observation, x.success, x.error_type)
-                effects.append(ToolEffect(entry.seq, entry.fact.call, outcome, pinned))
-                pinned = pinned and outcome is None
+            calls = [x.call for x in facts[i:j] if isinstance(x, f.ToolCallStarted)]
+            outcomes: list[ToolOutcome | None] = [None] * len(calls)
+            paired = [False] * len(calls)
+            s = len(calls) - 1
+            for x in reversed([x for x in facts[j:k] if isinstance(x, f.ToolExecuted)]):
+                while s >= 0 and calls[s] != x.call:
+                    s -= 1
+                if s < 0:
+                    break
+                outcomes[s] = ToolOutcome(x.observation, x.success, x.error_type)
+                paired[s] = True
+                s -= 1
+            for n, call in enumerate(calls):
+                if not paired[n] and call not in calls[n + 1 :]:
+                    outcomes[n] = ToolOutcome.unknown(
+                        "OutcomeUnknown", f"'{call.name}' never reported in the recorded run"
+                    )
+                effects.append(ToolEffect(self.entries[i + n].seq, call, outcomes[n], pinned))
+                pinned = pinned and not paired[n]
             i = k
         return tuple(effects)
 

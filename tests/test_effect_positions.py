@@ -4,6 +4,7 @@ and replays, resumes or branches it."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -181,7 +182,7 @@ def test_approve_then_crash_then_did_it_take_effect_replays_both_verdicts(
 
     def make(task: str) -> AgentBuilder:
         @tool(name="transfer")
-        def dying_transfer(amount: int, to: str) -> str:
+        async def dying_transfer(amount: int, to: str) -> str:
             """Move money; the first run dies halfway."""
             runs["n"] += 1
             if runs["n"] == 1:
@@ -216,7 +217,7 @@ def test_execute_tools_reproduces_a_crash_inside_a_tool(tmp_path: Path) -> None:
 
     def make(task: str) -> AgentBuilder:
         @tool(name="lookup", idempotent=True)
-        def dying_lookup(key: str) -> str:
+        async def dying_lookup(key: str) -> str:
             """Look a key up; the first run dies halfway."""
             runs["n"] += 1
             if runs["n"] == 1:
@@ -365,3 +366,35 @@ def test_calls_sharing_an_id_are_decided_by_position(tmp_path: Path) -> None:
     assert [(d.call_id, d.index) for d in decided] == [("call_0", 1)]
     [left] = pending_requests(db, "r")
     assert left.call.args == {"amount": 1, "to": "ann"} and left.index == 0
+
+
+def test_a_batch_where_one_call_was_abandoned_replays_identical(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+
+    def make(task: str) -> AgentBuilder:
+        @tool(timeout=0.05)
+        async def pay(amount: int) -> str:
+            """Pay; it hangs past its timeout."""
+            await asyncio.sleep(30)
+            return "paid"
+
+        calls = [
+            ToolCall(name="lookup", args={"key": "a"}, id="call_0"),
+            ToolCall(name="pay", args={"amount": 5}, id="call_0"),
+            ToolCall(name="lookup", args={"key": "b"}, id="call_0"),
+        ]
+        llm = ByStep(LlmResponse.tool_calls(calls), LlmResponse.final_answer(LONG))
+        return agent(llm, task).tool(pay)
+
+    with pytest.raises(HumanInputRequired):
+        make("t").store(db).run_id("r").build().run()
+    decide(db, "r", "rejected", note="it did not")
+    assert resume_run(db, "r", make) == LONG
+    assert [o.split(":")[0:2] for o in observations(db, "r")] == [
+        ["SUCCESS", " value of a"],
+        ["ERROR", " OutcomeUnknown"],
+        ["SUCCESS", " value of b"],
+    ]
+    for execute in (False, True):
+        report = replay_run(db, "r", make, execute_tools=execute)
+        assert report.identical, str(report)
