@@ -70,7 +70,11 @@ def branch_run(
     first = ToolOutcome.ok(tool_result) if isinstance(tool_result, str) else tool_result
     agent.llm(RecordedLlm(later, then=llm)).store(store)
     live = agent.build()  # the builder's own tools and approval callback, for what is not recorded
-    tools = [e for e in parent.tool_effects[parent.tool_runs_before(point) :] if e.outcome]
+    tools = [  # what the parent's later tool runs reported (a stop or a timeout is not served)
+        e
+        for e in parent.tool_effects[parent.tool_runs_before(point) :]
+        if e.outcome is not None and e.outcome.known
+    ]
     agent.tool_runner(RecordedTools(tools, live.run_tool, first=first))
     skip = parent.decisions_before(point)
     decisions = [d for g in parent.decision_groups for d in g][skip:]
