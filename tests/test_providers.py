@@ -177,6 +177,16 @@ def test_a_stream_cut_mid_answer_is_a_network_error_and_retried(provider: str) -
     assert shown_text(outputs) == final.content  # type: ignore[union-attr]
 
 
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_a_plain_answer_cut_mid_body_is_retried(provider: str) -> None:
+    with LoopbackProvider() as server:
+        server.serve_fixture(TEXT[provider], cut_after=100)
+        server.serve_fixture(TEXT[provider])
+        c = make(provider, server)
+        answer = agent(c).build().run()
+    assert answer and len(server.requests) == 2 and len(c.sleeps) == 1  # type: ignore[attr-defined]
+
+
 def test_an_overload_sent_mid_stream_after_200_is_retried() -> None:
     recorded = fixture("anthropic/02_text_stream")["response"]["body"]
     overloaded = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}

@@ -179,7 +179,10 @@ def classify(error: BaseException, where: str, key_env: str, *secrets: str | Non
         status = _STATUS_OF_TYPE[error_type]
     if status is None:
         if _is_network(error):
-            return NetworkError(f"{where} could not be reached: {type(error).__name__}: {detail}")
+            return NetworkError(
+                f"{where} could not be reached or dropped the connection: "
+                f"{type(error).__name__}: {detail}"
+            )
         if _body_error(error):  # an error event in a stream, of a type we do not know
             return ServerError(f"{where} sent an error mid-response: {detail}")
         return MalformedResponse(
