@@ -229,7 +229,8 @@ class RunContext:
     async def _run_batch(self, calls: tuple[ToolCall, ...]) -> bool:
         """Run calls at once; False if one was abandoned with its outcome unknown. A tool that
         raised KeyboardInterrupt or SystemExit gets a failed result, and the exception is raised
-        again once the batch is recorded."""
+        again once the batch is recorded and committed; so is anything a tool runner raised,
+        its call left in flight (as a crash leaves it) and the other calls' results kept."""
         for call in calls:
             self.record(f.ToolCallStarted(call=call))
         self.commit()
@@ -249,6 +250,11 @@ class RunContext:
                 outcome = ToolOutcome.failed(
                     type(e).__name__, f"'{call.name}' raised {e!r}, which stopped the run"
                 )
+            except asyncio.CancelledError:
+                raise
+            except BaseException as e:  # a runner that raised (replay's stand-in for a crash)
+                stops.append(e)  # the call stays in flight; the other calls' results are kept
+                outcome = ToolOutcome.unknown(type(e).__name__, str(e))
             finally:
                 _current.reset(token)
             return outcome, round((time.perf_counter() - started) * 1000, 3)

@@ -22,6 +22,7 @@ from agentsm import (
     LlmResponse,
     MockLlmCaller,
     State,
+    ToolCall,
     ToolContext,
     ToolFinished,
     ToolRegistry,
@@ -29,6 +30,7 @@ from agentsm import (
 )
 from agentsm import facts as f
 from eventstore import SQLiteEventStore
+from replay import replay_run
 
 ANSWER = "All done: the work was carried out as asked."
 
@@ -390,3 +392,32 @@ def test_one_engine_driven_twice_at_once_is_refused() -> None:
     facts = engine.trace().facts()
     assert isinstance(facts[-1], f.RunFinished)
     assert sum(isinstance(x, f.ToolCallStarted) for x in facts) == 1
+
+
+def test_a_parallel_batch_with_a_timed_out_call_keeps_the_others_and_replays_identical(
+    release: threading.Event,
+) -> None:
+    @tool(timeout=0.05)
+    def slow(n: int) -> str:
+        release.wait(10)
+        return "slow done"
+
+    @tool
+    def fast(n: int) -> str:
+        return "fast done"
+
+    calls = LlmResponse.tool_calls(
+        [ToolCall(name="slow", args={"n": 1}, id="s"), ToolCall(name="fast", args={"n": 2}, id="f")]
+    )
+    store = SQLiteEventStore()
+
+    def builder(task: str = "") -> AgentBuilder:
+        agent_ = agent(store).config(AgentConfig(parallel_tools=True, reflect_every_n_steps=0))
+        return agent_.tool(slow).tool(fast).on_approval(lambda r: False)
+
+    engine = builder().llm(MockLlmCaller([calls, LlmResponse.final_answer(ANSWER)])).build()
+    assert engine.run() == ANSWER
+    first, second = observations(engine)
+    assert first.startswith("ERROR: OutcomeUnknown") and second == "SUCCESS: fast done"
+    assert replay_run(store, engine.run_id).identical
+    assert replay_run(store, engine.run_id, builder).identical
