@@ -116,8 +116,11 @@ def cmd_runs(args: argparse.Namespace) -> int:
     unreadable: list[UnreadableFact] = []
     for r in ordered:
         try:
-            memory, _ = fold_with_state(e.fact for e in Recording.load(store, r.run_id).entries)
-            steps, tokens = str(memory.step), str(memory.total_usage.total_tokens)
+            if r.last_seq == 0:  # a run without facts, as older releases could leave after a crash
+                steps, tokens = "0", "0"
+            else:
+                memory, _ = fold_with_state(e.fact for e in Recording.load(store, r.run_id).entries)
+                steps, tokens = str(memory.step), str(memory.total_usage.total_tokens)
         except UnreadableFact as e:  # that run only: the others are listed
             unreadable.append(e)
             steps, tokens = "?", "?"

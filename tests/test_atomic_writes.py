@@ -3,6 +3,8 @@ runs, branch copies, imports), and a failed COMMIT is rolled back with the store
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -94,3 +96,20 @@ def test_a_branch_copy_or_import_is_whole_or_absent(tmp_path: Path) -> None:
     assert other.runs() == []
     assert import_runs(other, lines) == [engine.run_id]
     assert other.read(engine.run_id) == store.read(engine.run_id)
+
+
+def test_runs_lists_a_file_holding_an_empty_run_left_by_an_older_release(tmp_path: Path) -> None:
+    db = tmp_path / "old.db"
+    store = SQLiteEventStore(db)
+    store.create_run("empty", "crashed before its first facts")  # what a crash left before
+    agent().store(store).run_id("whole").build().run()
+    listing = main_output("--db", str(db), "runs")
+    assert "empty" in listing and "whole" in listing
+
+
+def main_output(*args: str) -> str:
+    result = subprocess.run(
+        [sys.executable, "-m", "replay", *args], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout
