@@ -163,4 +163,6 @@ def test_calls_alike_once_redacted_each_get_their_own_real_arguments(
     assert (received if not parallel else sorted(received)) == (
         [SECRET, "letmein7"] if not parallel else sorted([SECRET, "letmein7"])
     )
+    results = [e.observation for e in engine.memory.history]
+    assert results[0].startswith("SUCCESS") and results[1].startswith("ERROR: PermissionError")
     assert SECRET not in engine.trace().to_json()
