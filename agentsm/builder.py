@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 from eventstore import DURABILITY, Durability, EventStore, SQLiteEventStore
 
 from . import facts as f
-from .context import ApprovalCallback, RunContext, Suspend, ToolRunner
+from .context import ApprovalCallback, RunContext, Suspend, ToolRunner, ValueSource
 from .engine import AgentEngine
 from .errors import BuildError
 from .llm.base import LlmCaller, llm_settings
@@ -77,6 +77,7 @@ class AgentBuilder:
         self._tool_runner: ToolRunner | None = None
         self._redactions: list[tuple[str | None, Hook]] = []
         self._patches: Callable[[str], bool] | None = None
+        self._values: ValueSource | None = None
 
     def task_type(self, task_type: str) -> AgentBuilder:
         """The task type: the key for model selection in `config.models`."""
@@ -233,6 +234,12 @@ class AgentBuilder:
         self._patches = new_path
         return self
 
+    def values(self, source: ValueSource) -> AgentBuilder:
+        """Where `ctx.now()`, `ctx.uuid()` and `ctx.random()` get their values (default: the
+        clock, uuid4 and `random`). Replay serves the recorded ones through this seam."""
+        self._values = source
+        return self
+
     def redact(self, *hooks: Hook, name: str | None = None) -> AgentBuilder:
         """Keep secrets and personal data out of the log: each hook (a regular expression, whose
         matches become `[REDACTED]`, or a function `text -> text`) rewrites the free text of
@@ -301,6 +308,7 @@ class AgentBuilder:
             tool_runner=self._tool_runner,
             redactor=redactor,
             patches=self._patches,
+            values=self._values,
         )
 
     def attach(self, run_id: str) -> AgentEngine:
@@ -320,6 +328,7 @@ class AgentBuilder:
             tool_runner=self._tool_runner,
             redactor=Redactor.of(self._redactions),
             patches=self._patches,
+            values=self._values,
         )
 
     def _parts(

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import random
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -25,13 +27,36 @@ from .tool_context import ToolContext, _current
 from .tools import ToolOutcome, ToolRegistry
 from .types import AgentConfig, ApprovalRequest, LlmResponse, ToolCall
 
-__all__ = ["SUSPEND", "UNRECORDABLE", "ApprovalCallback", "RunContext", "Suspend", "ToolRunner"]
+__all__ = [
+    "SUSPEND",
+    "UNRECORDABLE",
+    "ApprovalCallback",
+    "RunContext",
+    "Suspend",
+    "ToolRunner",
+    "ValueSource",
+    "live_value",
+]
 
 ApprovalCallback = Callable[[ApprovalRequest], Any]
 """Gets a request; returns True (approve), False (reject) or a dict of new arguments,
 directly or as an awaitable."""
 
 ToolRunner = Callable[[ToolCall], Awaitable[ToolOutcome]]
+
+ValueSource = Callable[[f.DrawSource], float | str]
+"""Where `ctx.now()`, `ctx.uuid()` and `ctx.random()` get their values: the clock, uuid4 and
+`random` in a live run (`live_value`); the recorded values on replay."""
+
+
+def live_value(source: f.DrawSource) -> float | str:
+    """A live run's value: the clock, a fresh uuid4 (hex), or a random float in [0, 1)."""
+    if source == "now":
+        return time.time()
+    if source == "uuid":
+        return uuid.uuid4().hex
+    return random.random()
+
 
 UNRECORDABLE = "Unrecordable"
 """The error type of an LLM response or tool output that could not be recorded as given (NaN,
@@ -73,6 +98,7 @@ class RunContext:
         emit: Callable[[AgentOutput], None],
         patches: Callable[[str], bool] | None = None,
         run_deadline: float | None = None,
+        values: ValueSource | None = None,
     ) -> None:
         self.run_id = run_id
         self.run_deadline = run_deadline
@@ -85,6 +111,7 @@ class RunContext:
         self._approval = approval
         self._emit = emit
         self._patches = patches
+        self._values = values or live_value
 
     @property
     def memory(self) -> AgentMemory:
@@ -114,6 +141,24 @@ class RunContext:
             return False
         self._recorder.record(f.PatchMarked(change_id=change_id), self.state)
         return True
+
+    def now(self) -> float:
+        """The time (seconds since the epoch), recorded: a replay gets the recorded value.
+        Handlers read the clock this way, never `time.time()`, so that replays match."""
+        return float(self._draw("now"))
+
+    def uuid(self) -> str:
+        """A fresh uuid4 as 32 hex digits, recorded (a replay gets the same one)."""
+        return str(self._draw("uuid"))
+
+    def random(self) -> float:
+        """A random float in [0, 1), recorded (a replay gets the same one)."""
+        return float(self._draw("random"))
+
+    def _draw(self, source: f.DrawSource) -> float | str:
+        value = self._values(source)
+        self._recorder.record(f.ValueDrawn(source=source, value=value), self.state)
+        return value
 
     def commit(self) -> None:
         """Commit what was recorded so far (done before every effect, so durably)."""

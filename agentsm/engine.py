@@ -15,7 +15,7 @@ from eventstore import EventStore
 from . import facts as f
 from ._sync import run_sync
 from .codec import clean_text
-from .context import ApprovalCallback, RunContext, Suspend, ToolRunner
+from .context import ApprovalCallback, RunContext, Suspend, ToolRunner, ValueSource
 from .errors import (
     AgentFailed,
     EngineBusy,
@@ -70,6 +70,7 @@ class AgentEngine:
         tool_runner: ToolRunner | None = None,
         redactor: Redactor | None = None,
         patches: Callable[[str], bool] | None = None,
+        values: ValueSource | None = None,
     ) -> None:
         self.run_id = run_id or uuid.uuid4().hex[:12]
         if redactor is not None:  # the task reaches the catalog too: redacted like the facts
@@ -85,6 +86,7 @@ class AgentEngine:
         self._tool_runner = tool_runner or self.run_tool
         self._redactor = redactor
         self._patches = patches
+        self._values = values
         self._recorder = Recorder(
             store, self.run_id, initial_memory(definition), 0, clock, redactor=redactor
         )
@@ -110,6 +112,7 @@ class AgentEngine:
         tool_runner: ToolRunner | None = None,
         redactor: Redactor | None = None,
         patches: Callable[[str], bool] | None = None,
+        values: ValueSource | None = None,
     ) -> AgentEngine:
         """An engine continuing a run already in the store, from its last committed fact."""
         stored = store.read(run_id)
@@ -129,6 +132,7 @@ class AgentEngine:
             tool_runner=tool_runner,
             redactor=redactor,
             patches=patches,
+            values=values,
         )
         memory, state = fold_with_state(facts)
         engine._recorder = Recorder(store, run_id, memory, stored[-1].seq, clock, redactor=redactor)
@@ -287,6 +291,7 @@ class AgentEngine:
             emit=emit,
             patches=self._patches,
             run_deadline=self._run_deadline,
+            values=self._values,
         )
         if state not in TERMINAL_STATES:
             cap = self.memory.config.effective_safety_cap()

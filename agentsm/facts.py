@@ -56,6 +56,7 @@ __all__ = [
     "ToolExecuted",
     "ToolsRejected",
     "Transitioned",
+    "ValueDrawn",
 ]
 
 Purpose = Literal["plan", "reflect"]
@@ -289,6 +290,18 @@ class RunBranched(_Fact):
     even when it runs the tools again."""
 
 
+DrawSource = Literal["now", "uuid", "random"]
+
+
+class ValueDrawn(_Fact):
+    """A handler read the clock, a fresh uuid or a random number through its context
+    (`ctx.now()`, `ctx.uuid()`, `ctx.random()`); replay serves the value back by position."""
+
+    kind: Literal["ValueDrawn"] = "ValueDrawn"
+    source: DrawSource
+    value: float | str
+
+
 class PatchMarked(_Fact):
     """A handler took the new path of a deliberate change (`ctx.patched(change_id)`): from here
     on this run runs the new code, and its replays take that path too."""
@@ -328,6 +341,7 @@ Fact = Annotated[
     | RunFinished
     | RunBranched
     | PatchMarked
+    | ValueDrawn
     | RunAborted,
     Field(discriminator="kind"),
 ]

@@ -255,6 +255,7 @@ for _kind in (
     f.Transitioned,
     f.RunFinished,
     f.RunAborted,
+    f.ValueDrawn,
 ):
     _reduce.register(_kind)(_unchanged)
 

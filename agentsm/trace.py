@@ -184,6 +184,8 @@ def summarize(fact: Fact) -> str:
             return f"from {fact.parent_id} at seq {fact.parent_seq}: {changes}"
         case f.PatchMarked():
             return f"new code for {fact.change_id!r}"
+        case f.ValueDrawn():
+            return f"{fact.source} = {fact.value!r}"
         case f.RunAborted():
             return f"{fact.error_type}: {_short(fact.message, 80)}"
     return ""  # pragma: no cover

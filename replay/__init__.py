@@ -4,7 +4,14 @@ resume it; and the `agentsm` command line around all that."""
 from .branching import branch_run
 from .branchnotes import UnusedChange
 from .diffing import RunDiff, diff_runs
-from .effects import RecordedDecisions, RecordedLlm, RecordedTools, ReplayedCrash
+from .effects import (
+    RecordedDecisions,
+    RecordedLlm,
+    RecordedTools,
+    RecordedValues,
+    ReplayDiverged,
+    ReplayedCrash,
+)
 from .errors import BuilderRequired, ImportRefused, ReplayError, SeqOutOfRange, UsageError
 from .recording import Recording
 from .replaying import assert_replays, replay_run
@@ -20,7 +27,9 @@ __all__ = [
     "RecordedDecisions",
     "RecordedLlm",
     "RecordedTools",
+    "RecordedValues",
     "Recording",
+    "ReplayDiverged",
     "ReplayError",
     "ReplayReport",
     "ReplayedCrash",

@@ -21,7 +21,7 @@ from agentsm.recorder import encode_meta
 from eventstore import EventStore, NewEvent
 
 from .branchnotes import UnusedChange, unused_changes
-from .effects import RecordedDecisions, RecordedLlm, RecordedTools
+from .effects import RecordedDecisions, RecordedLlm, RecordedTools, RecordedValues
 from .recording import Recording
 from .source import Builder, StoreLike, open_store, recorded_builder
 
@@ -79,6 +79,7 @@ def branch_run(
     skip = parent.decisions_before(point)
     decisions = [d for g in parent.decision_groups for d in g][skip:]
     agent.on_approval(RecordedDecisions([decisions], live.approval))
+    agent.values(RecordedValues([d for _, d in parent.draws[parent.draws_before(point) :]]))
 
     new_id = new_run_id or uuid.uuid4().hex[:12]
     copy_prefix(parent, store, new_id, point, parent_id=parent.run_id)

@@ -16,7 +16,7 @@ from agentsm import (
     ToolRegistry,
 )
 from agentsm import facts as f
-from agentsm.context import ApprovalCallback, ToolRunner
+from agentsm.context import ApprovalCallback, ToolRunner, live_value
 
 from .recording import DecisionEffect, ToolEffect
 
@@ -25,6 +25,7 @@ __all__ = [
     "RecordedLlm",
     "RecordedLlmError",
     "RecordedTools",
+    "RecordedValues",
     "ReplayDiverged",
     "ReplayedCrash",
 ]
@@ -201,3 +202,32 @@ class RecordedDecisions:
 
     def __repr__(self) -> str:
         return f"RecordedDecisions(group={self._group}, groups={len(self._groups)})"
+
+
+class RecordedValues:
+    """The values handlers drew, served by position: the n-th `ctx.now()`, `uuid()` or
+    `random()` gets the n-th recorded value when it was drawn from the same source. A draw of
+    another source is a divergence (`strict`) or drawn live (a branch), as are draws past the
+    recording."""
+
+    def __init__(self, draws: Sequence[f.ValueDrawn], *, strict: bool = False) -> None:
+        self._draws = list(draws)
+        self._strict = strict
+        self.served = 0
+
+    def __call__(self, source: f.DrawSource) -> float | str:
+        position = self.served
+        self.served += 1
+        if position < len(self._draws):
+            recorded = self._draws[position]
+            if recorded.source == source:
+                return recorded.value
+            if self._strict:
+                raise ReplayDiverged(
+                    f"value {position + 1} is drawn from {source}; the recording drew it from "
+                    f"{recorded.source}"
+                )
+        return live_value(source)
+
+    def __repr__(self) -> str:
+        return f"RecordedValues(served={self.served}, recorded={len(self._draws)})"

@@ -176,6 +176,15 @@ class Recording:
                 point = e.seq
         return point
 
+    @cached_property
+    def draws(self) -> tuple[tuple[int, f.ValueDrawn], ...]:
+        """The values handlers drew (`ctx.now()`, `uuid()`, `random()`), in order, with seqs."""
+        return tuple((e.seq, e.fact) for e in self.entries if isinstance(e.fact, f.ValueDrawn))
+
+    def draws_before(self, seq: int) -> int:
+        """How many values the run had drawn by seq `seq`: the position of the next one."""
+        return sum(1 for s, _ in self.draws if s <= seq)
+
     def llm_calls_before(self, seq: int) -> int:
         """How many LLM calls the run had started by seq `seq` (answered, failed or cut short
         by a stop): the position of the next one."""

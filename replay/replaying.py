@@ -13,6 +13,7 @@ from .effects import (
     RecordedDecisions,
     RecordedLlm,
     RecordedTools,
+    RecordedValues,
     ReplayDiverged,
     ReplayedCrash,
 )
@@ -56,6 +57,7 @@ def replay_run(
         RecordedTools(recording.tool_effects, live, strict=True, execute=execute_tools)
     )
     agent.patches(recording.patches.__contains__)  # old runs replay their old code paths
+    agent.values(RecordedValues([d for _, d in recording.draws], strict=True))
     engine = agent.build()
     notes = [e for e in recording.entries if isinstance(e.fact, f.RunBranched)]
     last = recording.run.last_seq
