@@ -14,7 +14,7 @@ import pytest
 
 from agentsm import AgentMemory, State
 from agentsm.trace import Trace
-from eventstore import SQLiteEventStore
+from eventstore import SQLiteEventStore, StoreError
 
 ROOT = Path(__file__).resolve().parent.parent
 FACTORY = f"{ROOT / 'tests' / 'agent_factory.py'}:make_agent"
@@ -263,10 +263,11 @@ def wait_for(db: Path, kind: str, timeout: float = 30.0) -> None:
     while time.monotonic() < deadline:
         if db.exists():
             try:
-                if any(e.kind == kind for e in SQLiteEventStore(db).read("run1")):
-                    return
-            except Exception:
-                pass
+                with SQLiteEventStore(db, create=False) as store:
+                    if any(e.kind == kind for e in store.read("run1")):
+                        return
+            except StoreError:
+                pass  # not created yet, or the run is not in the catalog yet
         time.sleep(0.05)
     raise AssertionError(f"no {kind} in {db} after {timeout}s")
 
@@ -274,21 +275,34 @@ def wait_for(db: Path, kind: str, timeout: float = 30.0) -> None:
 def kill_while_running(
     db: Path, env: dict[str, str], started_tool: str, effect: Path | None = None
 ) -> None:
+    """Start the run in a subprocess and SIGKILL it once `started_tool` is recorded as started
+    (and its `effect` written); the subprocess never outlives the test, even when it fails."""
     proc = start_run(db, env)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        wait_for(db, "ToolCallStarted")
-        names = [
-            e.fact.call.name
-            for e in Trace.load(SQLiteEventStore(db), "run1")
-            if e.event == "ToolCallStarted"
-        ]
-        if started_tool in names and (effect is None or effect.exists()):
-            break
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGKILL)
-    proc.communicate(timeout=10)
-    assert proc.returncode == -signal.SIGKILL
+    try:
+        deadline = time.monotonic() + 120  # generous: a loaded machine imports slowly
+        while True:
+            if proc.poll() is not None:
+                raise AssertionError(f"the run ended before it was killed: {proc.communicate()[1]}")
+            assert time.monotonic() < deadline, f"{started_tool} never started in {db}"
+            wait_for(db, "ToolCallStarted", timeout=120)
+            with SQLiteEventStore(db, create=False) as store:
+                names = [
+                    e.fact.call.name
+                    for e in Trace.load(store, "run1")
+                    if e.event == "ToolCallStarted"
+                ]
+            if started_tool in names and (
+                effect is None or (effect.exists() and effect.read_text())
+            ):
+                break
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate(timeout=10)
+        assert proc.returncode == -signal.SIGKILL
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate(timeout=10)
 
 
 def test_sigkill_mid_tool_then_resume_asks_whether_it_took_effect(tmp_path: Path) -> None:
