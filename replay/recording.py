@@ -87,10 +87,10 @@ class Recording:
 
         A batch's starts are committed together and the results it got follow them in call
         order, so results pair with the last starts of a block that are the same calls. A start
-        without a result that is started again in the same block was cut short by a stop and
-        run again on resume (outcome None); one that is not was never reported (abandoned
-        after its timeout, or the process stopped and a human was asked): its outcome is
-        unknown, and the run went on from there exactly as after a stop."""
+        without a result never reported (the process stopped, or the call was abandoned after
+        its timeout): its outcome is None, and a replay stops there too, keeping the batch's
+        other results, and goes on as the recorded run did (run again if idempotent, else a
+        human is asked whether it took effect)."""
         facts = [e.fact for e in self.entries]
         effects: list[ToolEffect] = []
         pinned = False
@@ -121,10 +121,6 @@ class Recording:
                 paired[s] = True
                 s -= 1
             for n, call in enumerate(calls):
-                if not paired[n] and call not in calls[n + 1 :]:
-                    outcomes[n] = ToolOutcome.unknown(
-                        "OutcomeUnknown", f"'{call.name}' never reported in the recorded run"
-                    )
                 effects.append(ToolEffect(self.entries[i + n].seq, call, outcomes[n], pinned))
                 pinned = pinned and not paired[n]
             i = k
