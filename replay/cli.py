@@ -308,9 +308,9 @@ def cmd_resume(args: argparse.Namespace) -> int:
     try:
         answer = resume_run(_store(args, write=True), args.run, builder, force=args.force)
     except HumanInputRequired as e:
-        for request in e.requests:
+        for n, request in enumerate(e.requests, start=1):
             call = f"{request.call.name}({json.dumps(request.call.args, ensure_ascii=False)})"
-            print(printable(f"waiting: {call} [{request.call.id}] — {request.reason}"))
+            print(printable(f"waiting #{n}: {call} [{request.call.id}] — {request.reason}"))
         print(f"Answer with: agentsm approve|reject|modify {printable(e.run_id)}")
         return 3
     except AgentFailed as e:
@@ -347,7 +347,10 @@ def _decide(
             print(printable(f"{d.call_id}: {verdict}"))
         left = pending_requests(store, args.run)
         print(
-            printable("still waiting for: " + ", ".join(r.call.id for r in left))
+            printable(
+                "still waiting for: "
+                + ", ".join(f"#{n} {r.call.id}" for n, r in enumerate(left, start=1))
+            )
             if left
             else f"recorded; continue with: agentsm resume {args.run} --builder ..."
         )

@@ -40,6 +40,7 @@ class Style:
             "waiting": "yellow",
             "ready": "yellow",
             "running": "cyan",
+            "stopped": "yellow",
         }.get(status)
         return self(status, colour) if colour else printable(status)
 

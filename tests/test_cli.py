@@ -219,6 +219,7 @@ def test_durable_approval_across_processes(tmp_path: Path) -> None:
         "--db", str(db), "resume", "run1", "--builder", FACTORY, cwd=tmp_path, env=env
     )
     assert resumed.returncode == 3 and "tool requires approval" in resumed.stdout
+    assert "waiting #1: pay(" in resumed.stdout  # #N names the call even when ids repeat
     decided = agentsm(
         "--db",
         str(db),
