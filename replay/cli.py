@@ -470,17 +470,14 @@ def _parser() -> argparse.ArgumentParser:
         description="Record, inspect, replay, branch and resume agent runs.",
         epilog="example: agentsm --db prod.db runs --tree",
     )
-    parser.add_argument(
-        "--db",
-        default=os.environ.get("AGENTSM_DB", "agentsm.db"),
-        help="the agentsm log (default: $AGENTSM_DB or ./agentsm.db)",
-    )
+    parser.add_argument("--db", help=_DB_HELP)
     parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def add(name: str, func: object, help: str, example: str) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help, description=help, epilog=f"example: {example}")
         p.set_defaults(func=func)
+        p.add_argument("--db", default=argparse.SUPPRESS, help=_DB_HELP)
         p.add_argument(
             "--debug",
             action="store_true",
@@ -501,11 +498,6 @@ def _parser() -> argparse.ArgumentParser:
         cmd_demo,
         "run the demo agent: record, print, rebuild, replay, branch",
         "agentsm demo --db /tmp/demo.db",
-    )
-    demo.add_argument(
-        "--db",
-        default=os.environ.get("AGENTSM_DEMO_DB", "agentsm-demo.db"),
-        help="SQLite file to record into (default: ./agentsm-demo.db)",
     )
     runs = add("runs", cmd_runs, "list the runs of the database", "agentsm runs --tree")
     runs.add_argument("--tree", action="store_true", help="show branch families as a tree")
@@ -635,8 +627,14 @@ def _parser() -> argparse.ArgumentParser:
         "agentsm --db runs.db backup runs-copy.db",
     )
     bak.add_argument("dest", help="the new file to write")
-    bak.add_argument("--db", default=argparse.SUPPRESS, help="the log to copy (default: --db)")
     return parser
+
+
+_DB_HELP = "the agentsm log (default: $AGENTSM_DB, else ./agentsm.db; ./agentsm-demo.db for demo)"
+
+
+def _default_db(args: argparse.Namespace) -> str:
+    return "agentsm-demo.db" if args.func is cmd_demo else "agentsm.db"
 
 
 def _one_line(error: BaseException) -> str:
@@ -658,6 +656,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `agentsm` command: 0 done, 1 a replay diverged or a run failed,
     2 an error (one line on stderr; the traceback with --debug), 3 a run waits for a human."""
     args = _parser().parse_args(argv)
+    if args.db is None:  # --db (before or after the command), then the environment
+        demo = args.func is cmd_demo and os.environ.get("AGENTSM_DEMO_DB")
+        args.db = demo or os.environ.get("AGENTSM_DB") or _default_db(args)
     try:
         return int(args.func(args))
     except BrokenPipeError:

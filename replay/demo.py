@@ -147,7 +147,7 @@ def run_demo(db: str, style: Any) -> int:
             f"(state {state}, {len(memory.history)} history entries)."
         )
         report = replay_run(fresh, engine.run_id, demo_agent)
-        print(style("\nReplay against the recording: ", "bold") + str(report))
+        print("\n" + style("Replay against the recording: ", "bold") + str(report))
         refused = next(e for e in engine.trace() if e.event == "ToolsRejected")
         at = refused.seq - 1
         branch = branch_run(
@@ -160,10 +160,10 @@ def run_demo(db: str, style: Any) -> int:
             builder=demo_agent,
         )
         point = fresh.run(branch).branch_seq
-        print(style(f"\nBranch {branch} from seq {point} with another LLM answer:", "bold"))
+        print("\n" + style(f"Branch {branch} from seq {point} with another LLM answer:", "bold"))
         print(diff_runs(fresh, engine.run_id, branch))
-    print(
-        f"\nExplore: agentsm --db {db} runs --tree | show {engine.run_id} | "
-        f"memory {engine.run_id} --at 20 | replay {engine.run_id}"
-    )
+    explore = ("runs --tree", f"show {engine.run_id}", f"memory {engine.run_id} --at 20")
+    print("\nExplore it (each line is a command):")
+    for command in (*explore, f"replay {engine.run_id}"):
+        print(f"  agentsm --db {db} {command}")
     return 0 if same and report.identical else 1

@@ -45,11 +45,27 @@ def test_demo_records_prints_rebuilds_replays_and_branches(tmp_path: Path) -> No
     assert "identical to the engine memory" in out
     assert "Replay against the recording: run " in out and ": identical (45 facts" in out
     assert "B branched from A at seq 24" in out
+    assert "\\n" not in out  # the program's own newlines are not escaped as recorded text
+    hint = [line.strip() for line in out.splitlines() if line.startswith("  agentsm --db ")]
+    assert len(hint) == 4 and all(ok(agentsm(*line.split()[1:], cwd=tmp_path)) for line in hint)
     store = SQLiteEventStore(tmp_path / "agentsm-demo.db", create=False)
     original, branch = store.runs()
     assert (original.status, branch.status, branch.parent_id) == ("done", "done", original.run_id)
     memory, state = AgentMemory.rebuild(store, original.run_id)
     assert state == State.Done and memory.step == 5 and len(memory.history) == 5
+
+
+def test_db_is_taken_before_or_after_the_command_and_from_the_environment(
+    tmp_path: Path,
+) -> None:
+    ok(agentsm("--db", "before.db", "demo", cwd=tmp_path))
+    ok(agentsm("demo", "--db", "after.db", cwd=tmp_path))
+    ok(agentsm("demo", cwd=tmp_path, env={"AGENTSM_DB": "env.db"}))
+    assert not (tmp_path / "agentsm-demo.db").exists()
+    for name in ("before.db", "after.db", "env.db"):
+        assert len(SQLiteEventStore(tmp_path / name, create=False).runs()) == 2
+        listed = ok(agentsm("runs", "--db", name, cwd=tmp_path))
+        assert listed.count("done") == 2
 
 
 def test_inspection_commands_on_a_demo_database(tmp_path: Path) -> None:
