@@ -493,7 +493,7 @@ def _parser() -> argparse.ArgumentParser:
             "AgentBuilder); default $AGENTSM_BUILDER",
         )
 
-    demo = add(
+    add(
         "demo",
         cmd_demo,
         "run the demo agent: record, print, rebuild, replay, branch",
