@@ -71,6 +71,8 @@ class SQLiteEventStore:
         self._held: dict[str, str] = {}  # run id -> lease token, for the runs this store drives
         self._closing = threading.Event()
         self._renewer: threading.Thread | None = None
+        if self.path != ":memory:" and Path(self.path).is_dir():
+            raise StoreError(f"{self.path!r} is a directory; point --db at a log file inside it.")
         if (not create or read_only) and self.path != ":memory:" and not Path(self.path).exists():
             raise NotAnEventLog(
                 f"No database at {self.path!r}. Check the path, or record a run into it first."
@@ -124,6 +126,12 @@ class SQLiteEventStore:
             return StoreError(
                 f"{self.path!r} stayed locked by another process for {self.busy_timeout:g}s "
                 "(busy_timeout); try again, or raise the timeout."
+            )
+        if isinstance(e, sqlite3.OperationalError) and "readonly" in str(e):
+            return StoreError(
+                f"{self.path!r} is read-only for this user ({e}): inspection commands still work; "
+                "to record into it, make the file, its -wal and -shm files and their directory "
+                "writable, or work on a copy (agentsm backup)."
             )
         if isinstance(e, sqlite3.OperationalError) and "unable to open" in str(e):
             return StoreError(f"Cannot open {self.path!r} ({e}); check the path and permissions.")

@@ -98,6 +98,9 @@ def test_inspection_works_where_the_user_may_only_read(read_only_dir: Path, cras
         result = agentsm("--db", str(db), *command, reader=True)
         assert result.returncode == 0, (command, result.stderr)
     assert "run1" in agentsm("--db", str(db), "runs", reader=True).stdout
+    written = agentsm("--db", str(db), "branch", "run1", "--at", "2", "--answer", "x", reader=True)
+    assert written.returncode == 2 and "readonly" in written.stderr, written.stderr
+    assert "damaged" not in written.stderr  # said to be what it is: a log this user may not write
     assert snapshot(logs) == before  # nothing written, not even a checkpoint
 
 
@@ -226,3 +229,8 @@ def test_a_full_durability_agent_has_its_tool_call_on_disk_before_the_tool_runs(
     assert "NORMAL" in levels  # transitions no effect follows stay fast
     with pytest.raises(BuildError, match="durability must be one of"):
         AgentBuilder("x").durability("always")  # type: ignore[arg-type]
+
+
+def test_a_directory_given_as_the_log_is_named_as_one(tmp_path: Path) -> None:
+    result = agentsm("--db", str(tmp_path), "runs")
+    assert result.returncode == 2 and "is a directory" in result.stderr, result.stderr
