@@ -3,6 +3,7 @@
 from .chain import ChainBreak, ChainReport
 from .driver import Driver
 from .errors import (
+    AmbiguousRunId,
     ConcurrencyError,
     NotAnEventLog,
     RunInUse,
@@ -18,6 +19,7 @@ from .sqlite import DURABILITY, Durability, SQLiteEventStore
 __all__ = [
     "DURABILITY",
     "SCHEMA_VERSION",
+    "AmbiguousRunId",
     "ChainBreak",
     "ChainReport",
     "ConcurrencyError",

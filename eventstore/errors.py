@@ -54,3 +54,14 @@ class UnknownRun(StoreError):
         self.closest = known
         hint = f" Closest ids: {', '.join(known)}." if known else " The store has no such run."
         super().__init__(f"Unknown run id {run_id!r}.{hint}")
+
+
+class AmbiguousRunId(UnknownRun):
+    """A run id prefix that several runs share: nothing is chosen for the user."""
+
+    def __init__(self, prefix: str, matches: list[str]) -> None:
+        super().__init__(prefix, matches)
+        shown = ", ".join(matches[:5]) + (", ..." if len(matches) > 5 else "")
+        self.args = (
+            f"Run id prefix {prefix!r} matches {len(matches)} runs ({shown}); give more of the id.",
+        )

@@ -12,7 +12,7 @@ from typing import Any
 
 from agentsm import AgentBuilder, BuildError
 from agentsm.facts import RunStarted
-from eventstore import EventStore, SQLiteEventStore, UnknownRun
+from eventstore import AmbiguousRunId, EventStore, SQLiteEventStore
 
 from .errors import BuilderRequired
 
@@ -49,7 +49,7 @@ def resolve_run(store: EventStore, run_id: str) -> str:
     if len(matches) == 1:
         return matches[0]
     if len(matches) > 1:
-        raise UnknownRun(run_id, matches[:5])
+        raise AmbiguousRunId(run_id, matches)
     store.run(run_id)  # raises UnknownRun with the closest ids
     return run_id  # pragma: no cover
 

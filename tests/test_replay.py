@@ -20,10 +20,11 @@ from agentsm import (
 )
 from agentsm.states import PlanningState
 from agentsm.trace import Trace
-from eventstore import SQLiteEventStore, UnknownRun
+from eventstore import AmbiguousRunId, SQLiteEventStore, UnknownRun
 from replay import assert_replays, replay_run
 from replay.branching import branch_run
 from replay.diffing import diff_runs
+from replay.source import resolve_run
 from replay.timetravel import memory_at
 
 from .scenarios import LONG, SCENARIOS, base, parallel
@@ -263,3 +264,14 @@ def test_a_run_that_died_in_an_llm_call_resumes_and_replays_identical(tmp_path: 
     assert kinds.count("LlmRequested") == 3 and kinds.count("StepStarted") == 3
     report = replay_run(db, "r", agent)
     assert report.identical, str(report)
+
+
+def test_a_prefix_shared_by_several_runs_is_named_ambiguous() -> None:
+    store = SQLiteEventStore()
+    for run_id in ("abc123", "abd999", "xyz"):
+        store.create_run(run_id, "task")
+    assert resolve_run(store, "abc") == "abc123"
+    with pytest.raises(AmbiguousRunId, match=r"'ab' matches 2 runs \(abc123, abd999\)"):
+        resolve_run(store, "ab")
+    with pytest.raises(UnknownRun, match="Unknown run id 'q'"):
+        resolve_run(store, "q")
