@@ -72,16 +72,21 @@ def _json_arg(option: str, text: str, example: str) -> Any:
         raise UsageError(f"{option} is not valid JSON ({e}); give it as in {example}.") from e
 
 
-def _config_arg(text: str) -> AgentConfig:
-    value = _json_arg("--config", text, """--config '{"max_steps": 3}'""")
+def _config_arg(text: str, recorded: AgentConfig) -> AgentConfig:
+    """The recorded config with the fields given in `--config` changed (the others kept)."""
+    example = """--config '{"max_steps": 3}'"""
+    value = _json_arg("--config", text, example)
+    if not isinstance(value, dict):
+        raise UsageError(f"--config must be a JSON object of AgentConfig fields, e.g. {example}.")
     try:
-        return AgentConfig.model_validate(value)
+        return AgentConfig.model_validate({**recorded.model_dump(), **value})
     except ValidationError as e:
         first = e.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "the value"
+        fields = ", ".join(AgentConfig.model_fields)
         raise UsageError(
-            f"--config is not a valid AgentConfig: {where}: {first['msg']}; give AgentConfig "
-            """fields as a JSON object, e.g. --config '{"max_steps": 3}'."""
+            f"--config is not a valid AgentConfig: {where}: {first['msg']}; the fields are "
+            f"{fields}, e.g. {example}."
         ) from e
 
 
@@ -267,10 +272,13 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def cmd_branch(args: argparse.Namespace) -> int:
-    config = _config_arg(args.config) if args.config else None
     answer = LlmResponse.final_answer(args.answer) if args.answer is not None else None
     builder = _builder(args, required=args.live)
     store = _store(args, write=True)
+    config = None
+    if args.config:
+        recorded, _ = memory_at(store, resolve_run(store, args.run), args.at)
+        config = _config_arg(args.config, recorded.config)
     live = None
     if args.live and builder is not None:
         live = builder(Recording.load(store, args.run).definition.task).build().llm
@@ -538,7 +546,9 @@ def _parser() -> argparse.ArgumentParser:
     br.add_argument("--at", type=int, required=True, help="sequence number to branch at")
     br.add_argument("--answer", help="the LLM's next response: this final answer")
     br.add_argument("--tool-result", help="the next tool call's result")
-    br.add_argument("--config", help="a new AgentConfig as JSON")
+    br.add_argument(
+        "--config", help="AgentConfig fields to change, as JSON (the others are kept as recorded)"
+    )
     br.add_argument(
         "--live",
         action="store_true",

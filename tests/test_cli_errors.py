@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agentsm import AgentBuilder, AgentConfig, LlmResponse, MockLlmCaller
+from agentsm import AgentBuilder, AgentConfig, AgentMemory, LlmResponse, MockLlmCaller
 from eventstore import SQLiteEventStore
 from replay.cli import main
 
@@ -100,3 +100,18 @@ def test_unexpected_errors_are_one_line_and_debug_shows_the_traceback(
         err = capsys.readouterr().err
         assert "Traceback" in err and "raise RuntimeError" in err
         assert err.splitlines()[-1].startswith("agentsm: unexpected RuntimeError")
+
+
+def test_branch_config_changes_the_given_fields_and_keeps_the_recorded_others(
+    db: tuple[str, str, int], capsys: pytest.CaptureFixture[str]
+) -> None:
+    path, run_id, _ = db
+    err = fails(capsys, "--db", path, "branch", run_id, "--at", "3", "--config", '{"max_step": 2}')
+    assert "max_step: Extra inputs are not permitted" in err and "max_steps, " in err
+    assert main(["--db", path, "branch", run_id, "--at", "3", "--config", '{"max_steps": 7}']) == 0
+    branch = capsys.readouterr().out.split()[0]
+    store = SQLiteEventStore(path)
+    parent, _ = AgentMemory.rebuild(store, run_id)
+    child, _ = AgentMemory.rebuild(store, branch)
+    assert parent.config.reflect_every_n_steps == child.config.reflect_every_n_steps == 0
+    assert child.config == parent.config.model_copy(update={"max_steps": 7})
