@@ -77,7 +77,17 @@ def load_builder(spec: str) -> Builder:
     factory = getattr(module, attr, None)
     if not callable(factory):
         raise BuildError(f"--builder {spec!r}: {module_name} has no callable {attr!r}.")
-    return factory  # type: ignore[no-any-return]
+
+    def checked(task: str) -> AgentBuilder:
+        made = factory(task)
+        if not isinstance(made, AgentBuilder):
+            raise BuildError(
+                f"--builder {spec!r}: {attr}(task) returned {type(made).__name__}, not an "
+                "AgentBuilder; make it return AgentBuilder(task)... without calling .build()."
+            )
+        return made
+
+    return checked
 
 
 def _unavailable(name: str) -> Callable[[dict[str, Any]], Any]:

@@ -100,6 +100,11 @@ def test_unexpected_errors_are_one_line_and_debug_shows_the_traceback(
         err = capsys.readouterr().err
         assert "Traceback" in err and "raise RuntimeError" in err
         assert err.splitlines()[-1].startswith("agentsm: unexpected RuntimeError")
+    wrong = tmp_path / "wrong_agent.py"
+    wrong.write_text("def make(task):\n    return 42\n")
+    err = fails(capsys, "--db", path, "replay", run_id, "--builder", f"{wrong}:make")
+    assert "make(task) returned int, not an AgentBuilder" in err
+    assert "unexpected AttributeError" not in err
 
 
 def test_branch_config_changes_the_given_fields_and_keeps_the_recorded_others(
