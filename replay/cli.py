@@ -374,9 +374,19 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
+    lines = sys.stdin.read() if args.file == "-" else Path(args.file).read_text()
+    name = "standard input" if args.file == "-" else args.file
+    created = args.db != ":memory:" and not Path(args.db).exists()
     store = SQLiteEventStore(args.db)
-    lines = sys.stdin if args.file == "-" else Path(args.file).read_text().splitlines()
-    for run_id in import_runs(store, lines):
+    try:
+        imported = import_runs(store, lines.splitlines(), name=name)
+    except BaseException:
+        store.close()
+        if created:  # a refused import leaves no database it made behind
+            for suffix in ("", "-wal", "-shm", "-journal"):
+                Path(args.db + suffix).unlink(missing_ok=True)
+        raise
+    for run_id in imported:
         print(f"imported {printable(run_id)}")
     return 0
 

@@ -3,7 +3,7 @@
 ReplayError            root of what the replay package raises about a request
 ├── SeqOutOfRange      a sequence number the run does not have (also a ValueError)
 ├── BuilderRequired    the run used parts of the agent only the user's builder has
-├── ImportRefused      an export file with a bad line: nothing of it was imported
+├── ImportRefused      an export file that is bad, cut off or holds a known run: nothing imported
 └── UsageError         a command-line value that cannot be used as given
 """
 
@@ -52,13 +52,22 @@ class UsageError(ReplayError):
 
 
 class ImportRefused(ReplayError):
-    """A line of an export file cannot be imported (not JSON, a fact that does not decode, a
-    hash that does not match, a run that exists); nothing of the file was imported."""
+    """An export file that cannot be imported (a line that is not JSON, a fact that does not
+    decode, a hash that does not match, facts cut off, a run that exists, no runs at all);
+    nothing of the file was imported. `line` is where (0: the file as a whole)."""
 
-    def __init__(self, line: int, problem: str) -> None:
+    def __init__(
+        self,
+        line: int,
+        problem: str,
+        *,
+        advice: str = "export the run again from its source database",
+        at_end: bool = False,
+    ) -> None:
         self.line = line
         self.problem = problem
+        where = f"the file ends after line {line}: " if at_end else f"line {line}: " if line else ""
         super().__init__(
-            f"line {line}: {problem}. Nothing of the file was imported; export the run again "
-            "from its source database."
+            f"{where}{problem}. Nothing of the file was imported"
+            + (f"; {advice}." if advice else ".")
         )

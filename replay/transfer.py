@@ -1,8 +1,9 @@
 """Moving runs between databases as JSON lines: one line for the run, one per fact.
 
-Each fact line carries the fact's hash; an import checks every line (it is JSON, its fact
-decodes, its hash continues the run's chain) before it writes anything, so a file that is
-damaged or was edited after export imports nothing.
+The run's line states how many facts follow (`facts`) and the hash of the last (`head`); each
+fact line carries the fact's hash. An import checks every line (it is JSON, its fact decodes,
+its hash continues the run's chain) and that the facts reach the stated count and head before
+it writes anything, so a file that is damaged, edited or cut off after export imports nothing.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 
 from agentsm import UnreadableFact
 from agentsm.facts import FACTS
-from eventstore import EventStore, NewEvent
+from eventstore import EventStore, NewEvent, StoredEvent
 from eventstore.chain import GENESIS, link
 
 from .errors import ImportRefused
@@ -26,6 +27,8 @@ __all__ = ["export_run", "import_runs"]
 def export_run(store: EventStore, run_id: str) -> Iterator[str]:
     """The run as JSON lines: its catalog entry, then every event with its envelope and hash."""
     record = store.run(resolve_run(store, run_id))
+    events = store.read(record.run_id, upto=record.last_seq)  # the facts its status is about
+    head = next((e.hash for e in reversed(events) if e.hash is not None), None)
     yield json.dumps(
         {
             "type": "run",
@@ -36,9 +39,11 @@ def export_run(store: EventStore, run_id: str) -> Iterator[str]:
             "branch_seq": record.branch_seq,
             "created_at": record.created_at,
             "info": record.info,
+            "facts": len(events),
+            "head": head,
         }
     )
-    for e in store.read(record.run_id):
+    for e in events:
         yield json.dumps(
             {
                 "type": "event",
@@ -59,16 +64,44 @@ class _Run:
     item: dict[str, Any]
     events: list[NewEvent] = field(default_factory=list)
     previous: str = GENESIS
+    last_line: int = 0
 
     @property
     def run_id(self) -> str:
         return str(self.item["run_id"])
+
+    @property
+    def stated(self) -> int | None:
+        """How many facts the run's line says follow (None in exports made before it said)."""
+        facts = self.item.get("facts")
+        return facts if isinstance(facts, int) else None
+
+    def check_whole(self, next_line: int | None) -> None:
+        """Refuse a run whose facts stop short of the count and head its first line states."""
+        stated = self.stated
+        if stated is None:
+            return
+        if len(self.events) < stated:
+            problem = f"run {self.run_id} has {len(self.events)} facts of {stated}; it was cut off"
+            if next_line is None:
+                raise ImportRefused(self.last_line, problem, at_end=True)
+            raise ImportRefused(next_line, problem)
+        if (self.previous or None) != self.item.get("head"):
+            raise ImportRefused(
+                self.last_line,
+                f"run {self.run_id} ends at hash {self.previous or None}, not at the head "
+                f"{self.item.get('head')} its first line states",
+            )
 
 
 def _event(run: _Run, item: dict[str, Any]) -> NewEvent:
     """One fact line as an event to append, after checking its seq, fact and hash."""
     seq, kind, version = item.get("seq"), item.get("kind"), item.get("version", 1)
     expected = len(run.events) + 1
+    if run.stated is not None and expected > run.stated:
+        raise ValueError(
+            f"run {run.run_id} has more facts than the {run.stated} its first line states"
+        )
     if seq != expected:
         raise ValueError(f"seq {seq!r} where {expected} was due")
     if not isinstance(kind, str) or not isinstance(version, int):
@@ -99,7 +132,19 @@ def _event(run: _Run, item: dict[str, Any]) -> NewEvent:
     return event
 
 
-def _parse(lines: Iterable[str], known: set[str]) -> list[_Run]:
+def _header(item: dict[str, Any]) -> None:
+    """Check a run's line: the fields an import needs, of the right types."""
+    if not isinstance(item.get("run_id"), str) or not isinstance(item.get("task"), str):
+        raise ValueError("a run needs a run_id and a task (text)")
+    if "facts" in item or "head" in item:  # older exports state neither
+        facts, head = item.get("facts"), item.get("head")
+        if not isinstance(facts, int) or isinstance(facts, bool) or facts < 1:
+            raise ValueError("a run's facts must be a whole number, at least 1")
+        if head is not None and not isinstance(head, str):
+            raise ValueError("a run's head must be a hash (text) or null")
+
+
+def _parse(lines: Iterable[str], name: str) -> list[_Run]:
     runs: list[_Run] = []
     number = 0
     try:
@@ -112,33 +157,76 @@ def _parse(lines: Iterable[str], known: set[str]) -> list[_Run]:
                 raise ValueError(f"not JSON ({e.msg}); is this an agentsm export?") from e
             kind = item.get("type") if isinstance(item, dict) else None
             if kind == "run":
-                if not isinstance(item.get("run_id"), str) or not isinstance(item.get("task"), str):
-                    raise ValueError("a run needs a run_id and a task (text)")
-                run_id = item["run_id"]
-                if run_id in known:
-                    raise ValueError(f"run {run_id} exists already in this database")
-                known.add(run_id)
-                runs.append(_Run(number, item))
+                _header(item)
+                if runs:
+                    runs[-1].check_whole(number)
+                runs.append(_Run(number, item, last_line=number))
             elif kind == "event" and runs:
                 runs[-1].events.append(_event(runs[-1], item))
+                runs[-1].last_line = number
             else:
                 raise ValueError("neither a run nor one of its facts")
     except (ValueError, UnreadableFact) as e:
         raise ImportRefused(number, str(e)) from e
+    if not runs:
+        raise ImportRefused(
+            0, f"no runs in {name}", advice="give a file that `agentsm export` wrote"
+        )
+    runs[-1].check_whole(None)
     for run in runs:
         if not run.events:
             raise ImportRefused(run.line, f"run {run.run_id} has no facts")
     return runs
 
 
-def import_runs(store: EventStore, lines: Iterable[str]) -> list[str]:
+def _facts(events: Iterable[NewEvent | StoredEvent]) -> list[tuple[Any, ...]]:
+    """Events as values, so that the same facts compare equal whatever their JSON spacing."""
+    return [
+        (
+            e.kind,
+            e.version,
+            json.loads(e.payload),
+            json.loads(e.meta) if isinstance(e.meta, str) else e.meta,
+            float(e.recorded_at),
+        )
+        for e in events
+    ]
+
+
+def _refuse_existing(store: EventStore, runs: list[_Run]) -> None:
+    """A run of the file that the store holds already: say so, and whether it differs."""
+    known = {r.run_id for r in store.runs()}
+    seen: set[str] = set()
+    for run in runs:
+        if run.run_id in seen:
+            raise ImportRefused(run.line, f"run {run.run_id} is in the file twice")
+        seen.add(run.run_id)
+        if run.run_id not in known:
+            continue
+        if _facts(store.read(run.run_id)) == _facts(run.events):
+            problem = "with the same facts: nothing needs doing"
+            advice = ""
+        else:
+            problem = "with other facts"
+            advice = "import the file into another database to keep both"
+        raise ImportRefused(
+            run.line, f"run {run.run_id} is already in this database, {problem}", advice=advice
+        )
+
+
+def import_runs(store: EventStore, lines: Iterable[str], *, name: str = "the file") -> list[str]:
     """Add the runs of an export to the store, in one transaction, and return their ids.
     Every line is checked first; a file with any bad line (not JSON, a fact that does not
-    decode, a broken hash, a run that exists) raises `ImportRefused` naming the line, and
-    nothing of it is imported."""
-    runs = _parse(lines, {r.run_id for r in store.runs()})
+    decode, a broken hash, facts cut off before the count and head the run's line states, a
+    run that exists) or with no runs raises `ImportRefused` naming the line, and nothing of it
+    is imported. `name` names the file in messages. A run's catalog status is the one its
+    export states, or "imported" for an export made before exports stated their length (the
+    file cannot show that it is whole)."""
+    runs = _parse(lines, name)
+    _refuse_existing(store, runs)
     with store.batch():  # one transaction: the whole file or nothing of it
         for run in runs:
+            status = run.item.get("status") if run.stated is not None else None
             store.create_run(
                 run.run_id,
                 run.item["task"],
@@ -147,6 +235,6 @@ def import_runs(store: EventStore, lines: Iterable[str]) -> list[str]:
                 info=run.item.get("info") or {},
                 created_at=run.item.get("created_at"),
                 events=run.events,
-                status=run.item.get("status", "imported"),
+                status=status if isinstance(status, str) else "imported",
             )
     return [run.run_id for run in runs]

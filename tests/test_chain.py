@@ -211,3 +211,83 @@ def test_an_import_the_store_refuses_midway_leaves_nothing_of_the_file(tmp_path:
     assert target.runs() == []
     target._conn.execute("DROP TRIGGER no_second")
     assert import_runs(target, lines) == ["first", "second"]
+
+
+def test_an_export_states_its_length_and_head_and_a_cut_off_copy_imports_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db, copy = tmp_path / "log.db", tmp_path / "copy.db"
+    record(db)
+    source = SQLiteEventStore(db)
+    lines = list(export_run(source, "r"))
+    header = json.loads(lines[0])
+    assert (header["facts"], header["head"]) == (len(lines) - 1, source.verify("r").head)
+    target = SQLiteEventStore(copy)
+    cut = "the file ends after line 10: run r has 9 facts of 18; it was cut off"
+    with pytest.raises(ImportRefused, match=f"^{cut}"):
+        import_runs(target, lines[:10])
+    with pytest.raises(ImportRefused, match="^line 11: run r has 9 facts of 18; it was cut off"):
+        import_runs(target, [*lines[:10], *export_run(source, "r")])  # cut, then another run
+    assert target.runs() == []
+    (tmp_path / "half.jsonl").write_text("\n".join(lines[:10]) + "\n")
+    assert main(["--db", str(copy), "import", str(tmp_path / "half.jsonl")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and cut in err and "Nothing of the file" in err
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda h: {**h, "head": "0" * 64}, "line 19: run r ends at hash "),
+        (lambda h: {**h, "facts": 3}, "line 5: run r has more facts than the 3 its first line"),
+        (lambda h: {**h, "facts": "all"}, "line 1: a run's facts must be a whole number"),
+    ],
+)
+def test_an_export_whose_header_does_not_match_its_facts_imports_nothing(
+    tmp_path: Path, change: object, message: str
+) -> None:
+    db = tmp_path / "log.db"
+    record(db)
+    lines = list(export_run(SQLiteEventStore(db), "r"))
+    assert len(lines) == 19
+    lines[0] = json.dumps(change(json.loads(lines[0])))  # type: ignore[operator]
+    target = SQLiteEventStore(tmp_path / "copy.db")
+    with pytest.raises(ImportRefused, match=message):
+        import_runs(target, lines)
+    assert target.runs() == []
+
+
+def test_an_export_made_before_exports_stated_their_length_imports_with_status_imported(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "log.db"
+    record(db)
+    lines = list(export_run(SQLiteEventStore(db), "r"))
+    header = json.loads(lines[0])
+    del header["facts"], header["head"]
+    target = SQLiteEventStore(tmp_path / "copy.db")
+    assert import_runs(target, [json.dumps(header), *lines[1:10]]) == ["r"]
+    assert target.run("r").status == "imported"  # not "done": nothing shows the file is whole
+    assert SQLiteEventStore(db).run("r").status == "done"
+
+
+def test_a_run_already_in_the_database_is_said_so_not_to_be_exported_again(
+    tmp_path: Path,
+) -> None:
+    db, other, copy = tmp_path / "log.db", tmp_path / "other.db", tmp_path / "copy.db"
+    record(db)
+    record(other)  # the same run id, recorded again: other times, other hashes
+    target = SQLiteEventStore(copy)
+    lines = list(export_run(SQLiteEventStore(db), "r"))
+    assert import_runs(target, lines) == ["r"]
+    with pytest.raises(ImportRefused) as same:
+        import_runs(target, lines)
+    assert "run r is already in this database, with the same facts: nothing needs doing" in str(
+        same.value
+    )
+    assert "export the run again" not in str(same.value)
+    with pytest.raises(ImportRefused) as different:
+        import_runs(target, list(export_run(SQLiteEventStore(other), "r")))
+    assert "run r is already in this database, with other facts" in str(different.value)
+    assert "export the run again" not in str(different.value)
+    assert [e.hash for e in target.read("r")] == [e.hash for e in SQLiteEventStore(db).read("r")]

@@ -195,8 +195,36 @@ def test_export_and_import_move_a_family_between_databases(tmp_path: Path) -> No
     assert copy.read(branch) == store.read(branch)
     assert copy.run(branch).parent_id == original
     again = agentsm("--db", "copy.db", "import", f"{original}.jsonl", cwd=tmp_path)
-    assert again.returncode == 2 and "exists already" in again.stderr
+    assert again.returncode == 2 and "already in this database" in again.stderr
+    assert "nothing needs doing" in again.stderr
     assert ok(agentsm("--db", "copy.db", "replay", original, cwd=tmp_path))
+
+
+@pytest.mark.parametrize("content", ["", "\n\n", None])
+def test_import_of_a_file_without_runs_says_so_and_creates_no_database(
+    tmp_path: Path, content: str | None
+) -> None:
+    name = os.devnull
+    if content is not None:
+        (tmp_path / "empty.jsonl").write_text(content)
+        name = "empty.jsonl"
+    result = agentsm("--db", "new.db", "import", name, cwd=tmp_path)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.count("\n") == 1 and f"no runs in {name}" in result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("new.db")) == []
+
+
+def test_a_refused_import_leaves_no_new_database_and_keeps_an_old_one(tmp_path: Path) -> None:
+    ok(agentsm("demo", cwd=tmp_path))
+    original = SQLiteEventStore(tmp_path / "agentsm-demo.db").runs()[0].run_id
+    lines = ok(agentsm("--db", "agentsm-demo.db", "export", original, cwd=tmp_path)).splitlines()
+    (tmp_path / "half.jsonl").write_text("\n".join(lines[:20]) + "\n")
+    result = agentsm("--db", "new.db", "import", "half.jsonl", cwd=tmp_path)
+    assert result.returncode == 2 and "it was cut off" in result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("new.db")) == []
+    result = agentsm("--db", "agentsm-demo.db", "import", "half.jsonl", cwd=tmp_path)
+    assert result.returncode == 2 and "it was cut off" in result.stderr
+    assert len(SQLiteEventStore(tmp_path / "agentsm-demo.db").runs()) == 2
 
 
 # -- durable approval and crash resume, across processes --------------------------------------
