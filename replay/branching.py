@@ -76,9 +76,8 @@ def branch_run(
         if e.outcome is not None and e.outcome.known
     ]
     agent.tool_runner(RecordedTools(tools, live.run_tool, first=first))
-    skip = parent.decisions_before(point)
-    decisions = [d for g in parent.decision_groups for d in g][skip:]
-    agent.on_approval(RecordedDecisions([decisions], live.approval))
+    later_groups = [g for g in parent.decision_groups if g and g[0].seq > point]
+    agent.on_approval(RecordedDecisions(later_groups, live.approval))
     agent.values(RecordedValues([d for _, d in parent.draws[parent.draws_before(point) :]]))
 
     new_id = new_run_id or uuid.uuid4().hex[:12]

@@ -152,14 +152,15 @@ class RecordedTools:
 
 
 class RecordedDecisions:
-    """Human decisions served by position: the n-th decision asked for gets the n-th recorded
-    one when it is about the same call (position among the planned calls, tool, arguments).
+    """Human decisions served as they were recorded: one group per HumanDecided fact, in order.
 
-    `groups` keeps the recorded grouping (one group per HumanDecided fact): when a group is
-    used up, the next question is answered with None, so the run waits there as the recorded
-    run did, and the next group answers when it goes on (`paused` says that happened). A
-    mismatch is a divergence (`strict`) or goes to `fallback` (a branch), as do questions past
-    the recording."""
+    The WaitingForHuman handler asks about each waiting call once per pass, in the LLM's order;
+    each pass is answered from the next group, by position: the call at a position the group
+    decided gets that decision when it is the same call (tool, arguments), and a call the group
+    did not decide gets None, so the run waits there as the recorded run did and the next group
+    answers when it goes on (`paused` says that happened). So calls decided in any order (the
+    second, then the rest) replay as recorded. A different call at a decided position is a
+    divergence (`strict`) or goes to `fallback` (a branch), as do questions past the recording."""
 
     def __init__(
         self,
@@ -171,31 +172,27 @@ class RecordedDecisions:
         self._groups = [list(g) for g in groups if g]
         self._fallback = fallback
         self._strict = strict
-        self._group = 0
-        self._served = 0
+        self._group = -1
+        self._last: tuple[int, int] | None = None  # (step, position) of the last question
         self.paused = False
 
     def __call__(self, request: ApprovalRequest) -> Any:
-        if self._group < len(self._groups) and self._served == len(self._groups[self._group]):
-            self._group += 1
-            self._served = 0
+        last, self._last = self._last, (request.step, request.index)
+        if last is None or last[0] != request.step or request.index <= last[1]:
+            self._group += 1  # a new pass of the handler: the next recorded group answers it
+        if self._group >= len(self._groups):
+            return self._fallback(request) if self._fallback is not None else None
+        recorded = next((d for d in self._groups[self._group] if d.index == request.index), None)
+        if recorded is None:  # the recorded run left this call waiting here
             if self._strict:
                 self.paused = True
                 return None
-        if self._group >= len(self._groups):
             return self._fallback(request) if self._fallback is not None else None
-        recorded = self._groups[self._group][self._served]
-        self._served += 1
-        same = (
-            recorded.index == request.index
-            and recorded.call is not None
-            and _same_call(recorded.call, request.call)
-        )
-        if not same:
+        if recorded.call is None or not _same_call(recorded.call, request.call):
             if self._strict:
                 raise ReplayDiverged(
                     f"a decision is asked for {request.call.name}({request.call.args}) at "
-                    f"position {request.index}; the recorded decision was on another call"
+                    f"position {request.index}; the recorded decision there was on another call"
                 )
             return self._fallback(request) if self._fallback is not None else None
         return recorded.decision

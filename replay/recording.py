@@ -190,9 +190,5 @@ class Recording:
         """How many tool runs the run had started by seq `seq`: the position of the next one."""
         return sum(1 for e in self.tool_effects if e.seq <= seq)
 
-    def decisions_before(self, seq: int) -> int:
-        """How many decisions the run had recorded by seq `seq`: the position of the next one."""
-        return sum(len(g) for g in self.decision_groups if g and g[0].seq <= seq)
-
     def __repr__(self) -> str:
         return f"Recording(run_id={self.run_id!r}, facts={len(self.entries)})"

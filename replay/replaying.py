@@ -32,9 +32,10 @@ def replay_run(
     and compare every fact with the recording. The recorded run is only read. A branched run is
     replayed from its start too, its recorded changes re-applied where it was branched.
 
-    Effects are matched by their place in the run: the n-th LLM call, tool run or decision is
-    served the n-th recorded one, checked to be the same call (tool and arguments; for a
-    decision, the call's position too); a mismatch stops the replay at a divergence.
+    Effects are matched by their place in the run: the n-th LLM call or tool run is served the
+    n-th recorded one, checked to be the same call (tool and arguments); each time the run asks
+    a human, the next recorded group of decisions answers, each by the call's position (in
+    whatever order the calls were decided); a mismatch stops the replay at a divergence.
     `execute_tools` runs the tools instead of serving their results (except results a branch
     set, and runs the recorded process died in, which stop the replay there as they did)."""
     store = open_store(db)

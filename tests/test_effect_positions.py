@@ -319,8 +319,11 @@ def test_a_served_effect_about_another_call_is_a_divergence() -> None:
 
     decision = f.Decision(call_id="call_0", verdict="approved", index=1)
     decisions = RecordedDecisions([[DecisionEffect(5, decision, 1, recorded)]], strict=True)
-    with pytest.raises(ReplayDiverged, match="position 0"):
-        decisions(ApprovalRequest(run_id="r", step=1, call=recorded, index=0))
+    assert decisions(ApprovalRequest(run_id="r", step=1, call=recorded, index=0)) is None
+    assert decisions.paused  # position 0 was not decided in this group: the run waits there
+    other = ToolCall(name="lookup", args={"key": "b"}, id="call_0")
+    with pytest.raises(ReplayDiverged, match="position 1"):
+        decisions(ApprovalRequest(run_id="r", step=1, call=other, index=1))
 
 
 # -- naming the waiting call -----------------------------------------------------------------
@@ -398,3 +401,56 @@ def test_a_batch_where_one_call_was_abandoned_replays_identical(tmp_path: Path) 
     for execute in (False, True):
         report = replay_run(db, "r", make, execute_tools=execute)
         assert report.identical, str(report)
+
+
+# -- decisions taken out of the LLM's order ---------------------------------------------------
+
+
+def three_transfers(task: str) -> AgentBuilder:
+    """Three transfers in one response, each needing approval, ids numbered from zero."""
+    calls = [
+        ToolCall(name="transfer", args={"amount": n, "to": to}, id=f"call_{n}")
+        for n, to in enumerate(["ann", "bob", "cy"])
+    ]
+    llm = ByStep(LlmResponse.tool_calls(calls), LlmResponse.final_answer(LONG))
+    return agent(llm, task).require_approval("transfer")
+
+
+@pytest.mark.parametrize(
+    "steps",
+    [
+        [("approved", "#2", None), ("approved", None, None)],
+        [("approved", "#2", None), ("rejected", "#1", None), ("modified", None, {"amount": 9})],
+        [("rejected", "#3", None), ("approved", "#1", None), ("approved", None, None)],
+    ],
+    ids=["2-then-rest", "2-1-modify", "3-1-rest"],
+)
+def test_calls_decided_out_of_order_replay_identical(
+    tmp_path: Path, steps: list[tuple[Any, str | None, dict[str, Any] | None]]
+) -> None:
+    db = tmp_path / "runs.db"
+    with pytest.raises(HumanInputRequired):
+        three_transfers("t").store(db).run_id("r").build().run()
+    for verdict, call, args in steps:
+        decide(db, "r", verdict, call_id=call, args=args)
+    assert resume_run(db, "r", three_transfers) == LONG
+    groups = [
+        [d.index for d in e.fact.decisions]
+        for e in Trace.load(SQLiteEventStore(db), "r")
+        if e.event == "HumanDecided"
+    ]
+    assert len(groups) == len(steps) and groups[0] != [0]
+    report = replay_run(db, "r", three_transfers)
+    assert report.identical, str(report)
+
+
+def test_a_callback_that_passes_on_a_call_is_still_asked_about_the_next(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    answers: list[Any] = [None, True, None]
+    builder = three_transfers("t").on_approval(lambda request: answers.pop(0))
+    with pytest.raises(HumanInputRequired) as waiting:
+        builder.store(db).run_id("r").build().run()
+    assert [r.index for r in waiting.value.requests] == [0, 2]
+    decide(db, "r", "approved")
+    assert resume_run(db, "r", three_transfers) == LONG
+    assert replay_run(db, "r", three_transfers).identical

@@ -38,7 +38,9 @@ def approval_requests(run_id: str, memory: AgentMemory) -> list[ApprovalRequest]
 
 class WaitingForHumanState:
     """Approve, reject (a failed entry the LLM sees) or modify each call; a batch that keeps
-    any approved call goes on as a batch. With no decision available, the run suspends. The
+    any approved call goes on as a batch. Every waiting call is asked about, in the LLM's
+    order, and those decided are recorded together (so calls can be decided in any order);
+    while any call has no decision, the run suspends. The
     event depends on memory alone, so a decision recorded later (durable approval) leads where
     a callback's would."""
 
@@ -51,10 +53,9 @@ class WaitingForHumanState:
         decisions = []
         for request in approval_requests(ctx.run_id, ctx.memory):
             decision = await ctx.ask_human(request)
-            if decision is None:
-                break
-            decisions.append(decision)
-        if decisions:  # kept even when a later call has no decision yet
+            if decision is not None:
+                decisions.append(decision)
+        if decisions:  # kept even when another call has no decision yet
             ctx.record(f.HumanDecided(decisions=tuple(decisions)))
         memory = ctx.memory
         if memory.awaiting:
