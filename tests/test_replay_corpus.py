@@ -1,8 +1,9 @@
 """A regenerated corpus of varied runs: single and parallel calls, approvals given one call at a
-time (durably and by a callback that stops halfway), processes dying in tools and LLM calls,
-resumes, branches of branches, and call ids as providers really give them (unique, `call_0` in
-every response, one id twice in a response). Every unchanged run must replay identical, with
-the tools served and with the tools run again."""
+time (durably, in the LLM's order or the last call first, and by a callback that stops
+halfway), processes dying in tools and LLM calls, resumes, branches of branches, and call ids
+as providers really give them (unique, `call_0` in every response, one id twice in a
+response). Every unchanged run must replay identical, with the tools served and with the tools
+run again."""
 
 from __future__ import annotations
 
@@ -56,6 +57,7 @@ class Plan:
         self.verdicts = [
             rng.choice(["approved", "approved", "rejected", "modified"]) for _ in range(20)
         ]
+        self.last_first = n // 3 % 2 == 1  # humans decide the last waiting call first
         self.armed = True
         self.tool_runs = 0
         self.llm_calls = 0
@@ -140,7 +142,7 @@ def make_agent(plan: Plan) -> Any:
 
 def drive(db: Path, run_id: str, plan: Plan) -> None:
     """Run, and whenever it stops (a dead process, a question for a human) answer one waiting
-    call at a time and resume, until it ends."""
+    call at a time (the first or the last, as planned) and resume, until it ends."""
     make = make_agent(plan)
     verdicts = iter(plan.verdicts)
     started = False
@@ -158,14 +160,13 @@ def drive(db: Path, run_id: str, plan: Plan) -> None:
             return
         except HumanInputRequired:
             for _ in pending_requests(db, run_id):
+                waiting = pending_requests(db, run_id)
+                number = len(waiting) if plan.last_first else 1
                 verdict = next(verdicts, "approved")
                 args = {"amount": 99} if verdict == "modified" else None
-                if (
-                    verdict == "modified"
-                    and pending_requests(db, run_id)[0].call.name != "transfer"
-                ):
+                if verdict == "modified" and waiting[number - 1].call.name != "transfer":
                     verdict, args = "approved", None
-                decide(db, run_id, verdict, call_id="#1", args=args)  # type: ignore[arg-type]
+                decide(db, run_id, verdict, call_id=f"#{number}", args=args)  # type: ignore[arg-type]
     raise AssertionError(f"run {run_id} did not end")
 
 
@@ -211,7 +212,7 @@ def test_the_corpus_has_the_variety_it_claims(corpus: tuple[Path, dict[str, Plan
     db, plans = corpus
     store = SQLiteEventStore(db)
     kinds: dict[str, int] = {}
-    resumed = waited = reused = 0
+    resumed = waited = reused = out_of_order = 0
     for run_id in plans:
         trace = Trace.load(store, run_id)
         for e in trace:
@@ -222,9 +223,16 @@ def test_the_corpus_has_the_variety_it_claims(corpus: tuple[Path, dict[str, Plan
         waited += sum(1 for e in trace if e.event == "HumanDecided") > 1
         ids = [c.id for e in trace if e.event == "ToolCallsPlanned" for c in e.fact.calls]
         reused += len(ids) > len(set(ids))
+        decided: list[int | None] = []  # positions decided in this step, in the order decided
+        for e in trace:
+            if e.event == "ToolCallsPlanned":
+                decided = []
+            for d in getattr(e.fact, "decisions", ()):
+                out_of_order += bool(decided) and (decided[-1] or 0) > (d.index or 0)
+                decided.append(d.index)
     assert kinds.get("RunBranched", 0) >= 20
     assert kinds.get("ToolCallStarted", 0) > kinds.get("ToolExecuted", 0)  # deaths in tools
-    assert resumed >= 3 and waited >= 5 and reused >= 12
+    assert resumed >= 3 and waited >= 5 and reused >= 12 and out_of_order >= 3
     verdicts = {
         d.verdict
         for run_id in plans
