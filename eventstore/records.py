@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any
+
+from .driver import Driver
 
 __all__ = ["NewEvent", "RunRecord", "StoredEvent"]
 
@@ -52,6 +55,21 @@ class RunRecord:
     parent_id: str | None = None
     branch_seq: int | None = None
     info: dict[str, Any] = field(default_factory=dict)
+    driver: Driver | None = None
+    lease_until: float | None = None
+
+    def driver_gone(self) -> bool:
+        """Whether the run says "running" but the process that drove it is gone (killed, or
+        its lease on another host ran out): it will not go on by itself; resume it."""
+        if self.status != "running" or self.driver is None:
+            return False
+        alive = self.driver.alive()
+        return alive is False or (alive is None and (self.lease_until or 0) < time.time())
+
+    @property
+    def shown_status(self) -> str:
+        """The status as a reader should see it: "interrupted" for a run whose driver is gone."""
+        return "interrupted" if self.driver_gone() else self.status
 
     def __repr__(self) -> str:
         parent = f", parent_id={self.parent_id!r}@{self.branch_seq}" if self.parent_id else ""

@@ -79,6 +79,7 @@ class SQLiteEventStore:
             )
         self._lock = threading.RLock()
         self._has_hashes: bool | None = None
+        self._has_drivers: bool | None = None
         self._in_batch = False
         try:
             self._conn = self._connect()
@@ -242,7 +243,7 @@ class SQLiteEventStore:
 
     def run(self, run_id: str) -> RunRecord:
         """The catalog entry of one run; `UnknownRun` names the closest ids when it is missing."""
-        rows = self._rows(f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id = ?", (run_id,))
+        rows = self._rows(f"SELECT {self._run_columns()} FROM runs WHERE run_id = ?", (run_id,))
         if not rows:
             ids = [r[0] for r in self._rows("SELECT run_id FROM runs")]
             prefixed = [i for i in ids if i.startswith(run_id)] if run_id else []
@@ -251,7 +252,7 @@ class SQLiteEventStore:
 
     def runs(self) -> list[RunRecord]:
         """Every run, oldest first."""
-        rows = self._rows(f"SELECT {_RUN_COLUMNS} FROM runs ORDER BY created_at, rowid")
+        rows = self._rows(f"SELECT {self._run_columns()} FROM runs ORDER BY created_at, rowid")
         return [_run_record(r) for r in rows]
 
     def set_status(self, run_id: str, status: str) -> None:
@@ -484,6 +485,16 @@ class SQLiteEventStore:
             StoredEvent(r[0], r[1], r[2], r[3], json.loads(r[4]), r[5], r[6], r[7]) for r in rows
         ]
 
+    def _run_columns(self) -> str:
+        """The catalog columns a `RunRecord` reads, with its driver where the log has drivers
+        (a read-only open may meet a log from before them)."""
+        if self._has_drivers is None:
+            columns = {r[1] for r in self._rows("PRAGMA table_info(runs)")}
+            self._has_drivers = "driver_pid" in columns
+        if not self._has_drivers:
+            return _RUN_COLUMNS
+        return _RUN_COLUMNS + ", driver_host, driver_pid, driver_started, lease_until"
+
     def _hashed(self) -> bool:
         """Whether events have hashes (a read-only open may meet a log from before them)."""
         if self._has_hashes is None:
@@ -581,4 +592,6 @@ def _run_record(row: tuple[Any, ...]) -> RunRecord:
         parent_id=row[6],
         branch_seq=row[7],
         info=json.loads(row[8] or "{}"),
+        driver=Driver(row[9], row[10], row[11] or "") if len(row) > 9 and row[9] else None,
+        lease_until=row[12] if len(row) > 9 else None,
     )

@@ -135,7 +135,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
             [
                 indent + r.run_id,
                 r.task[:40] + ("…" if len(r.task) > 40 else ""),
-                out.status(r.status),
+                out.status(r.shown_status),
                 steps,
                 tokens,
                 _when(r.created_at),
@@ -160,7 +160,8 @@ def cmd_show(args: argparse.Namespace) -> int:
             print(json.dumps(e.to_dict()))
         return 0
     r = recording.run
-    print(out(f"run {r.run_id}", "bold") + f"  {out.status(r.status)}  task: {printable(r.task)}")
+    status = out.status(r.shown_status)
+    print(out(f"run {r.run_id}", "bold") + f"  {status}  task: {printable(r.task)}")
     if r.parent_id:
         print(f"branched from {printable(r.parent_id)} at seq {r.branch_seq}")
     rows = [

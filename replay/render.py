@@ -41,6 +41,7 @@ class Style:
             "ready": "yellow",
             "running": "cyan",
             "stopped": "yellow",
+            "interrupted": "yellow",
         }.get(status)
         return self(status, colour) if colour else printable(status)
 

@@ -141,3 +141,36 @@ def test_a_run_alive_in_a_tool_is_not_resumed_under_it(tmp_path: Path) -> None:
         if driver.poll() is None:
             driver.kill()
             driver.communicate()
+
+
+def test_a_running_run_whose_driver_is_gone_is_listed_as_interrupted(tmp_path: Path) -> None:
+    path = tmp_path / "log.db"
+    store = SQLiteEventStore(path)
+    store.create_run("r", "task", events=[ev("A")], status="running")
+    script = "from eventstore import Driver; d = Driver.current(); print(d.pid, d.started)"
+    exited = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    pid, started = exited.stdout.split()
+    me, host = Driver.current(), socket.gethostname()
+    plain = sqlite3.connect(path)
+    cases = [
+        ((host, me.pid, me.started, time.time() + 60), "running"),  # this process: alive
+        ((host, int(pid), started, time.time() + 60), "interrupted"),  # killed: lease or not
+        (("elsewhere", 7, "", time.time() + 60), "running"),  # another host, lease held
+        (("elsewhere", 7, "", time.time() - 1), "interrupted"),  # its lease ran out
+    ]
+    for (d_host, d_pid, d_started, until), shown in cases:
+        plain.execute(
+            "UPDATE runs SET driver_host = ?, driver_pid = ?, driver_started = ?, "
+            "driver_token = 't', lease_until = ?",
+            (d_host, d_pid, d_started, until),
+        )
+        plain.commit()
+        assert store.run("r").shown_status == shown
+        assert store.run("r").status == "running"  # the catalog is not rewritten by a reader
+        listed = subprocess.run(
+            [sys.executable, "-m", "replay", "--db", str(path), "runs"],
+            capture_output=True,
+            text=True,
+        )
+        assert listed.stdout.splitlines()[1].split()[2] == shown, listed.stdout
+    plain.close()
