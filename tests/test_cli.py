@@ -251,11 +251,21 @@ def start_run(db: Path, env: dict[str, str]) -> subprocess.Popen[str]:
     )
 
 
+def run_until_waiting(db: Path) -> None:
+    """Record run1 in a subprocess until it waits for approval; it never outlives the test."""
+    proc = start_run(db, {"AGENTSM_TEST_APPROVAL": "1"})
+    try:
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate(timeout=10)
+    assert out.strip() == "WAITING pay", err
+
+
 def test_durable_approval_across_processes(tmp_path: Path) -> None:
     db = tmp_path / "runs.db"
-    first = start_run(db, {"AGENTSM_TEST_APPROVAL": "1"})
-    out, err = first.communicate(timeout=60)
-    assert out.strip() == "WAITING pay", err
+    run_until_waiting(db)
     store = SQLiteEventStore(db)
     assert store.run("run1").status == "waiting"
     env = {"AGENTSM_TEST_APPROVAL": "1"}
@@ -291,10 +301,10 @@ def test_durable_approval_across_processes(tmp_path: Path) -> None:
 
 def test_reject_from_the_command_line(tmp_path: Path) -> None:
     db = tmp_path / "runs.db"
-    start_run(db, {"AGENTSM_TEST_APPROVAL": "1"}).communicate(timeout=60)
+    run_until_waiting(db)
     env = {"AGENTSM_TEST_APPROVAL": "1"}
     not_waiting = agentsm("--db", str(db), "approve", "nope", cwd=tmp_path, env=env)
-    assert not_waiting.returncode == 2
+    assert not_waiting.returncode == 2 and "Unknown run id 'nope'" in not_waiting.stderr
     ok(agentsm("--db", str(db), "reject", "run1", "--note", "no", cwd=tmp_path, env=env))
     twice = agentsm("--db", str(db), "approve", "run1", cwd=tmp_path, env=env)
     assert twice.returncode == 2 and "not waiting for a human" in twice.stderr

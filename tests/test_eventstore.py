@@ -262,7 +262,7 @@ def test_a_killed_writer_leaves_whole_transactions(tmp_path: Path) -> None:
         "s._conn.execute(\"INSERT INTO events VALUES ('r', 3, 'C', '{}', '{}', 0, 1, NULL)\")\n"
         "os._exit(9)\n"
     )
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=120)
     assert result.returncode == 9
     assert [e.kind for e in SQLiteEventStore(path).read("r")] == ["A", "B"]
 

@@ -68,12 +68,14 @@ def agent(task: str, *, max_steps: int = 5, prompt: str = "Be brief.") -> AgentB
     )
 
 
-def record(db: Path, builder: AgentBuilder) -> str:
+def record(db: Path, builder: AgentBuilder, *, crashes: bool = False) -> str:
+    """Record a run; only a run meant to crash may end in HandlerCrashed."""
     engine = builder.store(db).build()
-    try:
+    if crashes:
+        with pytest.raises(HandlerCrashed):
+            engine.run()
+    else:
         engine.run()
-    except HandlerCrashed:
-        pass
     return engine.run_id
 
 
@@ -113,7 +115,7 @@ def test_an_aborted_run_replays_identical_when_it_aborts_the_same_way(tmp_path: 
     def crashing(task: str) -> AgentBuilder:
         return agent(task).handler("Planning", crashing_planning)
 
-    run_id = record(db, crashing("crash"))
+    run_id = record(db, crashing("crash"), crashes=True)
     aborted = SQLiteEventStore(db).read(run_id)[-1]
     assert aborted.kind == "RunAborted" and "0x" in aborted.payload and "Task-" in aborted.payload
     report = replay_run(db, run_id, crashing)

@@ -138,7 +138,7 @@ def test_a_timed_out_call_stops_the_sequence_and_the_rest_runs_after_approval(
 ) -> None:
     ran: list[str] = []
 
-    @tool(timeout=0.05)
+    @tool(timeout=1)  # the hanging first attempt is abandoned; the re-run must fit in it
     def slow(n: int) -> str:
         if not ran:
             ran.append("slow")
@@ -266,7 +266,7 @@ def test_a_tool_gets_its_context_and_a_key_stable_across_a_re_run(
 ) -> None:
     seen: list[ToolContext] = []
 
-    @tool(timeout=0.05)
+    @tool(timeout=1)  # the hanging first attempt is abandoned; the others must fit in it
     def pay(amount: int, ctx: ToolContext) -> str:
         seen.append(ctx)
         if len(seen) == 1:
