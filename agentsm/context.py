@@ -257,9 +257,16 @@ class RunContext:
             return
         await self._run_batch(calls)
 
-    def _tool_context(self, call: ToolCall, seq: int) -> ToolContext:
-        planned = self.memory.planned_calls
-        position = next((i for i, c in enumerate(planned) if c is call), None)
+    def _start(self, call: ToolCall) -> int | None:
+        """Record the call as started; its position in the plan, as the reducer assigned it
+        (None for a call that is not planned: a custom handler's own)."""
+        self.record(f.ToolCallStarted(call=call))
+        started = self.memory.started
+        if started and self.memory.planned_calls[started[-1]] == call:
+            return started[-1]
+        return None
+
+    def _tool_context(self, call: ToolCall, position: int | None, seq: int) -> ToolContext:
         if position is None:  # not a planned call (a custom handler's): keyed by its start
             key = f"{self.run_id}-seq{seq}"
             return ToolContext(self.run_id, call.id, call.name, self.memory.step, 0, key)
@@ -276,11 +283,13 @@ class RunContext:
         raised KeyboardInterrupt or SystemExit gets a failed result, and the exception is raised
         again once the batch is recorded and committed; so is anything a tool runner raised,
         its call left in flight (as a crash leaves it) and the other calls' results kept."""
-        for call in calls:
-            self.record(f.ToolCallStarted(call=call))
+        positions = [self._start(call) for call in calls]
         self.commit()
         first_seq = self._recorder.seq - len(calls) + 1
-        contexts = [self._tool_context(c, first_seq + i) for i, c in enumerate(calls)]
+        contexts = [
+            self._tool_context(c, p, first_seq + i)
+            for i, (c, p) in enumerate(zip(calls, positions, strict=True))
+        ]
         for call in calls:
             self.emit(ToolStarted(call))
         stops: list[BaseException] = []

@@ -33,17 +33,17 @@ def resume_run(db: StoreLike, run_id: str, builder: Builder, *, force: bool = Fa
     store = open_store(db)
     run_id = resolve_run(store, run_id)
     store.claim(run_id, force=force)  # before reading: the log cannot move on under us
-    recording = Recording.load(store, run_id)
-    memory, state = fold_with_state(e.fact for e in recording.entries)
-    finished = isinstance(recording.entries[-1].fact, f.RunFinished)
-    if finished:
-        store.release(run_id)
-    if finished and state == State.Done:
-        return memory.final_answer or "[No answer produced]"
-    if finished:
-        raise AgentFailed(memory.error or "Unknown error", recording.run_id)
-    engine = builder(recording.definition.task).store(store).attach(recording.run_id)
-    return engine.run()
+    try:
+        recording = Recording.load(store, run_id)
+        memory, state = fold_with_state(e.fact for e in recording.entries)
+        if recording.finished and state == State.Done:
+            return memory.final_answer or "[No answer produced]"
+        if recording.finished:
+            raise AgentFailed(memory.error or "Unknown error", recording.run_id)
+        engine = builder(recording.definition.task).store(store).attach(recording.run_id)
+        return engine.run()
+    finally:
+        store.release(run_id)  # whatever happened: a failed resume does not keep the run
 
 
 def pending_requests(db: StoreLike, run_id: str) -> list[ApprovalRequest]:

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from agentsm import AgentBuilder, HumanInputRequired, LlmResponse, MockLlmCaller, tool
+from agentsm.errors import UnreadableFact
 from eventstore import ConcurrencyError, Driver, NewEvent, RunInUse, SQLiteEventStore
 from replay.resuming import resume_run
 
@@ -177,3 +178,12 @@ def test_a_running_run_whose_driver_is_gone_is_listed_as_interrupted(tmp_path: P
         )
         assert listed.stdout.splitlines()[1].split()[2] == shown, listed.stdout
     plain.close()
+
+
+def test_a_resume_that_fails_before_running_gives_the_run_back(tmp_path: Path) -> None:
+    path = tmp_path / "log.db"
+    store = SQLiteEventStore(path)
+    store.create_run("r", "task", events=[ev("A")], status="running")  # not a readable run
+    with pytest.raises(UnreadableFact, match="Run r cannot be read"):
+        resume_run(store, "r", builder)
+    SQLiteEventStore(path).claim("r")  # not held by the failed resume: another may take it

@@ -421,3 +421,21 @@ def test_a_parallel_batch_with_a_timed_out_call_keeps_the_others_and_replays_ide
     assert first.startswith("ERROR: OutcomeUnknown") and second == "SUCCESS: fast done"
     assert replay_run(store, engine.run_id).identical
     assert replay_run(store, engine.run_id, builder).identical
+
+
+@pytest.mark.parametrize("parallel", [False, True])
+def test_one_call_object_planned_twice_gets_two_positions_and_two_keys(parallel: bool) -> None:
+    seen: list[ToolContext] = []
+
+    @tool
+    def pay(amount: int, ctx: ToolContext) -> str:
+        seen.append(ctx)
+        return f"paid {amount}"
+
+    call = LlmResponse.tool_call("pay", {"amount": 5}, id="c").calls[0]
+    twice = LlmResponse(calls=(call, call))  # the very same object, as a caller may return
+    store = SQLiteEventStore()
+    engine = agent(store, twice).config(AgentConfig(parallel_tools=parallel)).tool(pay).build()
+    assert engine.run() == ANSWER
+    assert sorted(c.position for c in seen) == [0, 1]  # as the reducer placed them
+    assert len({c.idempotency_key for c in seen}) == 2  # two planned calls: two payments
