@@ -357,7 +357,7 @@ class AgentBuilder:
         if store is None:
             store = SQLiteEventStore(":memory:")
         elif isinstance(store, str | Path):
-            store = SQLiteEventStore(store, durability=self._durability or "normal")
+            store = SQLiteEventStore(store)
         if self._durability is not None and isinstance(store, SQLiteEventStore):
             store.durability = self._durability
         self._store = store

@@ -302,10 +302,10 @@ class SQLiteEventStore:
                     (run_id,),
                 ).fetchone()
                 if row is None:
-                    raise UnknownRun(run_id, [])
+                    self.run(run_id)  # UnknownRun, naming the closest ids
                 if row[1] != token:
                     self._held.pop(run_id, None)
-                    holder = f"pid {row[3]} on host {row[2]}" if row[1] else "no process"
+                    holder = str(Driver(row[2], row[3])) if row[1] else "no process"
                     raise ConcurrencyError(
                         f"Run {run_id!r} is driven by {holder} now, not by this store: it was "
                         "taken over (resumed with force) or released. Nothing was written."
