@@ -1,0 +1,102 @@
+"""`agentsm worker` (claim runs that can go on and drive them) and `agentsm submit`."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+from types import FrameType
+from typing import Any
+
+import click
+
+from .cli_shared import db_option, reported
+from .source import load_builder, open_store
+from .worker import Worker, WorkResult
+
+__all__ = ["submit_command", "worker_command"]
+
+BUILDER_HELP = (
+    "your agent: module:factory or path/to/file.py:factory, where factory(task) -> AgentBuilder"
+)
+
+
+def _print(result: WorkResult) -> None:
+    click.echo(str(result))
+
+
+@click.command("worker")
+@click.option("--builder", "spec", envvar="AGENTSM_BUILDER", required=True, help=BUILDER_HELP)
+@db_option
+@click.option("--once", is_flag=True, help="drive the runs that can go on now, then exit")
+@click.option(
+    "--poll",
+    type=click.FloatRange(min=0.01),
+    default=1.0,
+    show_default=True,
+    help="longest sleep in seconds between looks for work",
+)
+@click.option(
+    "--lease",
+    type=click.FloatRange(min=0.1),
+    default=None,
+    help="seconds a claim lasts without renewal (default: the store's, 60); after a worker "
+    "dies, its runs go to another worker once this has passed",
+)
+@click.option(
+    "--kind",
+    "kinds",
+    multiple=True,
+    type=click.Choice(["queued", "ready", "orphaned"]),
+    help="take only these runs (repeatable; default: all three)",
+)
+def worker_command(
+    spec: str, db: str, once: bool, poll: float, lease: float | None, kinds: tuple[str, ...]
+) -> None:
+    """Claim runs that can go on (submitted, decided by a human, or left by a dead worker) and
+    drive each to its end; one line per run. Stops on SIGTERM or Ctrl-C between runs."""
+    with reported():
+        builder = load_builder(spec)
+        options: dict[str, Any] = {} if lease is None else {"lease": lease}
+        store = open_store(db, **options)
+    worker = Worker(
+        store, builder, kinds=kinds or ("queued", "ready", "orphaned"), poll=poll, on_result=_print
+    )
+    try:
+        with reported():
+            if once:
+                worker.drain()
+                return
+            stop = threading.Event()
+
+            def ask_to_stop(signum: int, frame: FrameType | None) -> None:
+                stop.set()
+
+            previous = signal.signal(signal.SIGTERM, ask_to_stop)
+            try:
+                worker.run_forever(stop)
+            except KeyboardInterrupt:
+                click.echo("agentsm worker: interrupted.", err=True)
+            finally:
+                signal.signal(signal.SIGTERM, previous)
+    finally:
+        store.close()
+
+
+@click.command("submit")
+@click.argument("task")
+@click.option("--builder", "spec", envvar="AGENTSM_BUILDER", required=True, help=BUILDER_HELP)
+@db_option
+def submit_command(task: str, spec: str, db: str) -> None:
+    """Record a run of TASK to run later (status queued) and print its id: a worker runs it."""
+    with reported():
+        builder = load_builder(spec)(task)
+        store = open_store(db, create=True)
+        try:
+            click.echo(builder.store(store).submit())
+        finally:
+            store.close()
+
+
+if __name__ == "__main__":  # `python -m replay.cli_worker ...` until the group registers it
+    sys.exit(worker_command.main(standalone_mode=True))  # pragma: no cover
