@@ -75,10 +75,11 @@ class RunSpans:
         agent = self._agent or self._start_agent(at)
         if isinstance(fact, f.LlmRequested):
             self._end_chat(at)
-            attributes = self._common("chat") | {"gen_ai.request.model": fact.model}
-            attributes["agentsm.llm.purpose"] = str(fact.purpose)
+            attributes = self._common("chat") | {"agentsm.llm.purpose": str(fact.purpose)}
+            if fact.model:  # none: the caller's own default
+                attributes["gen_ai.request.model"] = fact.model
             self._chat = self.tracer.start_span(
-                f"chat {fact.model}",
+                f"chat {fact.model}".strip(),
                 context=trace.set_span_in_context(agent),
                 kind=SpanKind.CLIENT,
                 attributes=attributes,
