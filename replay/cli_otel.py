@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import urllib.parse
 
 import click
 
@@ -11,20 +10,6 @@ from .cli_shared import CommandFailed, db_option, reported
 from .source import open_store
 
 __all__ = ["otel_command"]
-
-
-def traces_url(endpoint: str) -> str:
-    """The OTLP/HTTP traces URL of a collector given by its base URL (as
-    OTEL_EXPORTER_OTLP_ENDPOINT is) or by its full traces URL."""
-    parts = urllib.parse.urlsplit(endpoint)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise CommandFailed(
-            f"--endpoint {endpoint!r} is not an http(s) URL; give the collector's OTLP/HTTP "
-            "address, e.g. http://localhost:4318."
-        )
-    if parts.path.rstrip("/") in ("", "/"):
-        return endpoint.rstrip("/") + "/v1/traces"
-    return endpoint
 
 
 @click.command("otel")
@@ -59,12 +44,13 @@ def otel_command(
             InMemorySpanExporter,
         )
 
-        from .otel import export_spans
+        from .otel import export_spans, traces_url
     except ImportError as e:
         raise CommandFailed(
             f"OpenTelemetry is not installed ({e}); install it with: pip install 'agentsm[otel]'"
         ) from e
-    url = traces_url(endpoint)
+    with reported():
+        url = traces_url(endpoint)
     collected = InMemorySpanExporter()
     provider = TracerProvider(resource=Resource.create({"service.name": "agentsm"}))
     provider.add_span_processor(SimpleSpanProcessor(collected))

@@ -5,12 +5,17 @@ from __future__ import annotations
 import signal
 import sys
 import threading
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from types import FrameType
 from typing import Any
 
 import click
 
-from .cli_shared import db_option, reported
+from agentsm import AgentEngine
+
+from .cli_shared import CommandFailed, db_option, reported
+from .resuming import Around
 from .source import load_builder, open_store
 from .worker import Worker, WorkResult
 
@@ -44,6 +49,12 @@ def _print(result: WorkResult) -> None:
     "dies, its runs go to another worker once this has passed",
 )
 @click.option(
+    "--otel-endpoint",
+    default=None,
+    help="send each run's spans, live, to this OTLP/HTTP collector (needs agentsm[otel])",
+)
+@click.option("--otel-content", is_flag=True, help="with --otel-endpoint: add message content")
+@click.option(
     "--kind",
     "kinds",
     multiple=True,
@@ -51,16 +62,29 @@ def _print(result: WorkResult) -> None:
     help="take only these runs (repeatable; default: all three)",
 )
 def worker_command(
-    spec: str, db: str, once: bool, poll: float, lease: float | None, kinds: tuple[str, ...]
+    spec: str,
+    db: str,
+    once: bool,
+    poll: float,
+    lease: float | None,
+    otel_endpoint: str | None,
+    otel_content: bool,
+    kinds: tuple[str, ...],
 ) -> None:
     """Claim runs that can go on (submitted, decided by a human, or left by a dead worker) and
     drive each to its end; one line per run. Stops on SIGTERM or Ctrl-C between runs."""
     with reported():
         builder = load_builder(spec)
+        around, flush = _tracing(otel_endpoint, otel_content)
         options: dict[str, Any] = {} if lease is None else {"lease": lease}
         store = open_store(db, **options)
     worker = Worker(
-        store, builder, kinds=kinds or ("queued", "ready", "orphaned"), poll=poll, on_result=_print
+        store,
+        builder,
+        kinds=kinds or ("queued", "ready", "orphaned"),
+        poll=poll,
+        on_result=_print,
+        around=around,
     )
     try:
         with reported():
@@ -81,6 +105,25 @@ def worker_command(
                 signal.signal(signal.SIGTERM, previous)
     finally:
         store.close()
+        flush()
+
+
+def _tracing(endpoint: str | None, content: bool) -> tuple[Around | None, Callable[[], None]]:
+    """What wraps each run to trace it live, and what flushes the spans at the end."""
+    if endpoint is None:
+        return None, lambda: None
+    try:
+        from .otel import otlp_provider, traced
+    except ImportError as e:
+        raise CommandFailed(
+            f"OpenTelemetry is not installed ({e}); install it with: pip install 'agentsm[otel]'"
+        ) from e
+    provider = otlp_provider(endpoint)
+
+    def around(engine: AgentEngine) -> AbstractContextManager[object]:
+        return traced(engine, tracer_provider=provider, capture_content=content)
+
+    return around, provider.shutdown
 
 
 @click.command("submit")

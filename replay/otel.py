@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import json
 import time
+import urllib.parse
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer, TracerProvider
 
 from agentsm import AgentEngine, AgentMemory, ToolCall
@@ -27,7 +29,7 @@ from eventstore import EventStore
 
 from .source import resolve_run
 
-__all__ = ["RunSpans", "export_spans", "traced"]
+__all__ = ["RunSpans", "export_spans", "otlp_provider", "traced", "traces_url"]
 
 SCOPE = "agentsm"
 
@@ -273,3 +275,28 @@ def export_spans(
         spans.add(entry.fact, entry.timestamp)
     spans.close(entries[-1].timestamp, status=store.run(run_id).status)
     return spans
+
+
+def traces_url(endpoint: str) -> str:
+    """The OTLP/HTTP traces URL of a collector given by its base URL (as
+    OTEL_EXPORTER_OTLP_ENDPOINT is: `/v1/traces` is added) or by its full traces URL."""
+    parts = urllib.parse.urlsplit(endpoint)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ValueError(
+            f"--endpoint {endpoint!r} is not an http(s) URL; give the collector's OTLP/HTTP "
+            "address, e.g. http://localhost:4318."
+        )
+    if parts.path.rstrip("/") == "":
+        return endpoint.rstrip("/") + "/v1/traces"
+    return endpoint
+
+
+def otlp_provider(endpoint: str, *, service_name: str = "agentsm") -> SdkTracerProvider:
+    """A tracer provider that batches spans to an OTLP/HTTP collector (shut it down to flush)."""
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    provider = SdkTracerProvider(resource=Resource.create({"service.name": service_name}))
+    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(traces_url(endpoint))))
+    return provider

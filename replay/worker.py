@@ -17,7 +17,7 @@ from typing import Literal
 from agentsm import AgentFailed, HumanInputRequired
 from eventstore import EventStore, StoreError
 
-from .resuming import continue_claimed
+from .resuming import Around, continue_claimed
 from .source import Builder
 
 __all__ = ["Worker", "WorkResult"]
@@ -53,7 +53,9 @@ class Worker:
 
     `kinds` limits what it takes (default: queued, ready and orphaned runs); `poll` is the
     longest it sleeps between looks when nothing can go on (it wakes earlier when something
-    is recorded); `on_result` is called with each `WorkResult`.
+    is recorded); `on_result` is called with each `WorkResult`; `around(engine)`, a context
+    manager, wraps each run it drives (`lambda engine: replay.otel.traced(engine)` traces them
+    live).
     """
 
     def __init__(
@@ -64,6 +66,7 @@ class Worker:
         kinds: Sequence[str] = ("queued", "ready", "orphaned"),
         poll: float = 1.0,
         on_result: Callable[[WorkResult], None] | None = None,
+        around: Around | None = None,
     ) -> None:
         if poll <= 0:
             raise ValueError(f"poll must be a positive number of seconds, not {poll!r}.")
@@ -72,6 +75,7 @@ class Worker:
         self.kinds = tuple(kinds)
         self.poll = poll
         self.on_result = on_result
+        self.around = around
 
     def run_once(self) -> WorkResult | None:
         """Claim one run that can go on and drive it; None when no run can go on now."""
@@ -108,7 +112,9 @@ class Worker:
             return WorkResult(run_id, claimed, outcome, detail)
 
         try:
-            return result("done", continue_claimed(self.store, run_id, self.builder))
+            return result(
+                "done", continue_claimed(self.store, run_id, self.builder, around=self.around)
+            )
         except AgentFailed as e:
             return result("failed", e.error)
         except HumanInputRequired as e:

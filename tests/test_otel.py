@@ -7,6 +7,7 @@ import json
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,10 +21,13 @@ from opentelemetry.trace import StatusCode
 from agentsm import AgentBuilder, AgentEngine, AgentFailed, LlmResponse, MockLlmCaller, tool
 from agentsm.types import TokenUsage
 from replay.cli_otel import otel_command
+from replay.cli_worker import worker_command
 from replay.otel import export_spans, traced
+from replay.worker import Worker
 
 from .scenarios import LONG
 from .stores import connect
+from .worker_agent import make_agent
 
 SECRET = "sk-live-4242"
 
@@ -266,3 +270,62 @@ def test_otel_command_says_when_no_collector_takes_the_spans(log_url: str) -> No
     assert result.exit_code == 2 and "did not take the 6 spans" in result.output
     bad = runner.invoke(otel_command, [engine.run_id, "--db", log_url, "--endpoint", "localhost"])
     assert bad.exit_code == 2 and "is not an http(s) URL" in bad.output
+
+
+def test_a_worker_traces_the_runs_it_drives_live(
+    log_url: str, spans: tuple[TracerProvider, InMemorySpanExporter]
+) -> None:
+    provider, exporter = spans
+    store = connect(log_url)
+    submitted = agent(store)
+    run_id = submitted.submit()
+
+    def builder(task: str) -> AgentBuilder:
+        return AgentBuilder(task).llm(submitted.llm).tool(lookup).tool(broken)
+
+    worker = Worker(store, builder, around=lambda e: traced(e, tracer_provider=provider))
+    [result] = worker.drain()
+    assert result.outcome == "done"
+    got = shape(exporter.get_finished_spans())
+    assert [name for name, _, _ in got][-2:] == ["chat gpt-test", "invoke_agent default"]
+    assert got[-1][2]["gen_ai.conversation.id"] == run_id
+    assert len(got) == 6
+
+
+def test_worker_command_sends_spans_live_over_otlp_http(
+    log_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AGENTSM_TEST_LEDGER", str(tmp_path / "ledger.txt"))
+    (tmp_path / "ledger.txt").touch()
+    spec = f"{Path(__file__).parent / 'worker_agent.py'}:make_agent"
+    store = connect(log_url)
+    run_id = make_agent("one entry").store(store).submit()
+    _Receiver.received = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Receiver)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        endpoint = f"http://127.0.0.1:{server.server_address[1]}"
+        args = ["--builder", spec, "--db", log_url, "--once", "--otel-endpoint", endpoint]
+        result = CliRunner().invoke(worker_command, args)
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=60)
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith(f"{run_id} (queued) -> done")
+    names = [
+        span.name
+        for request in _Receiver.received
+        for resource in request.resource_spans
+        for scope in resource.scope_spans
+        for span in scope.spans
+    ]
+    assert names == [
+        "chat",
+        "execute_tool write",
+        "chat",
+        "execute_tool count",
+        "chat",
+        "invoke_agent default",
+    ]
