@@ -35,7 +35,7 @@ class LiveFact:
         return f"LiveFact(run_id={self.run_id!r}, seq={self.entry.seq}, kind={self.entry.event!r})"
 
 
-async def follow(
+def follow(
     store: EventStore,
     run_id: str | None = None,
     *,
@@ -48,17 +48,17 @@ async def follow(
     are recorded, ending once the run has ended (status done, failed or aborted) unless not
     `until_end`. Without `run_id`, the facts of every run, old and new, as they come (each
     run's in order, runs interleaved by time), without end; `from_start=False` skips what the
-    runs already hold (`after_seq` and `until_end` are for one run). `poll` is the longest
-    sleep between looks."""
+    runs hold when `follow` is called (`after_seq` and `until_end` are for one run). `poll` is
+    the longest sleep between looks. An unknown run is refused here, before any iteration."""
     if run_id is not None:
-        async for fact in _follow_one(
-            store, resolve_run(store, run_id), after_seq, until_end, poll
-        ):
-            yield fact
-        return
-    cursors: dict[str, int] = {}
-    if not from_start:
-        cursors = {r.run_id: r.last_seq for r in await asyncio.to_thread(store.runs)}
+        return _follow_one(store, resolve_run(store, run_id), after_seq, until_end, poll)
+    cursors = {} if from_start else {r.run_id: r.last_seq for r in store.runs()}
+    return _follow_all(store, cursors, poll)
+
+
+async def _follow_all(
+    store: EventStore, cursors: dict[str, int], poll: float
+) -> AsyncIterator[LiveFact]:
     while True:
         fresh = await asyncio.to_thread(_read_all, store, cursors)
         for fact in fresh:
