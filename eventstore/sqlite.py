@@ -380,29 +380,33 @@ class SQLiteEventStore:
                 f"claim_next(kinds=...) got {', '.join(map(repr, unknown))}; the kinds are "
                 f"{', '.join(map(repr, CLAIMABLE))}."
             )
+        waiting = [k for k in kinds if k != "orphaned"]
+        where: list[str] = []
+        if waiting:
+            marks = ", ".join("?" * len(waiting))
+            where.append(f"(status IN ({marks}) AND (lease_until IS NULL OR lease_until < ?))")
+        if "orphaned" in kinds:
+            where.append("(status = 'running' AND lease_until < ?)")
+        if not where:
+            return None
+        sql = (
+            f"SELECT run_id FROM runs WHERE {' OR '.join(where)} ORDER BY updated_at, rowid LIMIT 1"
+        )
+
+        def candidates(now: float) -> tuple[Any, ...]:
+            """The query's parameters at time `now`, in the order of its clauses."""
+            args: list[Any] = [*waiting, now] if waiting else []
+            return (*args, now) if "orphaned" in kinds else tuple(args)
+
+        if not self._rows(sql, candidates(time.time())):  # a look without the write lock first:
+            return None  # idle workers polling do not hold writers up
         me = Driver.current()
         token = uuid.uuid4().hex
         found: list[str] = []
 
         def write(conn: sqlite3.Connection) -> None:
             now = time.time()
-            waiting = [k for k in kinds if k != "orphaned"]
-            where: list[str] = []
-            args: list[Any] = []
-            if waiting:
-                marks = ", ".join("?" * len(waiting))
-                where.append(f"(status IN ({marks}) AND (lease_until IS NULL OR lease_until < ?))")
-                args += [*waiting, now]
-            if "orphaned" in kinds:
-                where.append("(status = 'running' AND lease_until < ?)")
-                args.append(now)
-            if not where:
-                return
-            row = conn.execute(
-                f"SELECT run_id FROM runs WHERE {' OR '.join(where)} "
-                "ORDER BY updated_at, rowid LIMIT 1",
-                args,
-            ).fetchone()
+            row = conn.execute(sql, candidates(now)).fetchone()
             if row is not None:
                 self._drive(conn, row[0], me, token, now)
                 found.append(row[0])
