@@ -72,7 +72,8 @@ def worker_command(
     kinds: tuple[str, ...],
 ) -> None:
     """Claim runs that can go on (submitted, decided by a human, or left by a dead worker) and
-    drive each to its end; one line per run. Stops on SIGTERM or Ctrl-C between runs."""
+    drive each to its end; one line per run. SIGTERM stops it once the run in hand is done;
+    Ctrl-C stops that run at once (status stopped, for `agentsm resume`)."""
     with reported():
         builder = load_builder(spec)
         around, flush = _tracing(otel_endpoint, otel_content)
