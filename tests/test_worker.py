@@ -3,6 +3,10 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -183,3 +187,28 @@ def test_submit_and_worker_commands(log_url: str, ledger: Path) -> None:
     assert connect(log_url).run(run_id).status == "done"
     bad = runner.invoke(worker_command, ["--builder", "nowhere:make", "--db", log_url])
     assert bad.exit_code == 2 and "cannot import 'nowhere'" in bad.output
+
+
+def test_a_worker_process_goes_on_until_sigterm(log_url: str, ledger: Path) -> None:
+    store = connect(log_url)
+    first = make_agent("first").store(store).submit()
+    root = Path(__file__).resolve().parent.parent
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "replay.cli_worker", "--builder", "tests.worker_agent:make_agent"]
+        + ["--db", log_url, "--poll", "0.1"],
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": str(root)},
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        until(lambda: store.run(first).status == "done", "the first run")
+        second = make_agent("second").store(store).submit()  # taken up while it waits
+        until(lambda: store.run(second).status == "done", "the second run")
+        worker.send_signal(signal.SIGTERM)
+        out, _ = worker.communicate(timeout=60)
+    finally:
+        worker.kill()
+        worker.wait(timeout=60)
+    assert worker.returncode == 0
+    assert [line.split()[0] for line in out.splitlines()] == [first, second]
