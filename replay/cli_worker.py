@@ -15,6 +15,7 @@ import click
 from agentsm import AgentEngine
 
 from .cli_shared import CommandFailed, db_option, reported
+from .render import printable
 from .resuming import Around
 from .source import load_builder, open_store
 from .worker import Worker, WorkResult
@@ -27,7 +28,7 @@ BUILDER_HELP = (
 
 
 def _print(result: WorkResult) -> None:
-    click.echo(str(result))
+    click.echo(printable(str(result)))  # recorded text, its control characters escaped
 
 
 @click.command("worker")
