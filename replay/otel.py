@@ -63,6 +63,7 @@ class RunSpans:
         self._chat: Span | None = None
         self._tools: list[tuple[ToolCall, Span]] = []  # started, not yet executed, in order
         self._closed = False
+        self._error: tuple[str, str] | None = None  # how the run failed, if its last word
 
     @property
     def agent_span(self) -> Span | None:
@@ -75,6 +76,7 @@ class RunSpans:
             return
         at = _ns(timestamp)
         agent = self._agent or self._start_agent(at)
+        self._error = None  # the run went on: an abort before it is history, not its outcome
         if isinstance(fact, f.LlmRequested):
             self._end_chat(at)
             attributes = self._common("chat") | {"agentsm.llm.purpose": str(fact.purpose)}
@@ -95,20 +97,27 @@ class RunSpans:
             self._chat.set_status(Status(StatusCode.ERROR, f"{fact.error_type}: {fact.message}"))
             self._end_chat(at)
         elif isinstance(fact, f.ToolCallStarted):
+            self._abandon(at, fact.call)  # started again: the earlier attempt was cut short
             self._tools.append((fact.call, self._start_tool(agent, fact.call, at)))
+        elif isinstance(fact, f.ApprovalRequested) and fact.reason == "outcome_unknown":
+            self._abandon(at)  # the process stopped while these ran
         elif isinstance(fact, f.ToolExecuted):
             self._executed(fact, at)
         elif isinstance(fact, f.RunFinished):
             if fact.status == "failed":
-                agent.set_attribute("error.type", "RunFailed")
-                agent.set_status(Status(StatusCode.ERROR, fact.error or "the run failed"))
+                self._error = ("RunFailed", fact.error or "the run failed")
             elif self.capture_content and fact.final_answer is not None:
                 agent.set_attribute("agentsm.final_answer", fact.final_answer)
             self.close(timestamp, status=fact.status)
-        elif isinstance(fact, f.RunAborted):
-            agent.set_attribute("error.type", fact.error_type)
-            agent.set_status(Status(StatusCode.ERROR, f"{fact.error_type}: {fact.message}"))
-            self.close(timestamp, status="aborted")
+        elif isinstance(fact, f.RunAborted):  # it stops here, unless it is resumed later
+            self._end_chat(at)
+            self._abandon(at)
+            agent.add_event(
+                "agentsm.run.aborted",
+                {"error.type": fact.error_type, "message": fact.message},
+                timestamp=at,
+            )
+            self._error = (fact.error_type, f"{fact.error_type}: {fact.message}")
 
     def close(self, timestamp: float | None = None, *, status: str | None = None) -> None:
         """End every open span at `timestamp` (default: now); `status` is the run's, as the
@@ -120,10 +129,10 @@ class RunSpans:
         if self._agent is None:
             return
         self._end_chat(at)
-        for _, span in self._tools:
-            span.set_attribute("agentsm.tool.outcome", "unknown")
-            span.end(end_time=at)
-        self._tools.clear()
+        self._abandon(at)
+        if self._error is not None:
+            self._agent.set_attribute("error.type", self._error[0])
+            self._agent.set_status(Status(StatusCode.ERROR, self._error[1]))
         if status is not None:
             self._agent.set_attribute("agentsm.run.status", status)
         self._agent.end(end_time=at)
@@ -204,6 +213,14 @@ class RunSpans:
             attributes=attributes,
             start_time=at,
         )
+
+    def _abandon(self, at: int, call: ToolCall | None = None) -> None:
+        """End the spans of running calls (all, or those of `call`) whose outcome the run
+        never learnt: the process stopped while they ran."""
+        for started, span in [(c, s) for c, s in self._tools if call is None or c == call]:
+            span.set_attribute("agentsm.tool.outcome", "unknown")
+            span.end(end_time=at)
+            self._tools.remove((started, span))
 
     def _executed(self, fact: f.ToolExecuted, at: int) -> None:
         """End the span of the first running call this result is for (by position among the

@@ -18,8 +18,18 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
-from agentsm import AgentBuilder, AgentEngine, AgentFailed, LlmResponse, MockLlmCaller, tool
+from agentsm import (
+    AgentBuilder,
+    AgentEngine,
+    AgentFailed,
+    HandlerCrashed,
+    HumanInputRequired,
+    LlmResponse,
+    MockLlmCaller,
+    tool,
+)
 from agentsm.types import TokenUsage
+from replay import decide, resume_run
 from replay.cli_otel import otel_command
 from replay.cli_worker import worker_command
 from replay.otel import export_spans, traced
@@ -329,3 +339,42 @@ def test_worker_command_sends_spans_live_over_otlp_http(
         "chat",
         "invoke_agent default",
     ]
+
+
+def test_a_tool_cut_short_by_a_crash_is_a_span_with_an_unknown_outcome(
+    log_url: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    spans: tuple[TracerProvider, InMemorySpanExporter],
+) -> None:
+    provider, exporter = spans
+    monkeypatch.setenv("AGENTSM_TEST_LEDGER", str(tmp_path / "ledger.txt"))
+    (tmp_path / "ledger.txt").touch()
+    store = connect(log_url)
+
+    async def crash(call: Any) -> Any:
+        raise RuntimeError("the process died here")  # leaves the call in flight, as a kill does
+
+    engine = make_agent("entry").tool_runner(crash).store(store).build()
+    with traced(engine, tracer_provider=provider), pytest.raises(HandlerCrashed):
+        engine.run()
+    *_, aborted = exporter.get_finished_spans()  # live: the run stopped with an error
+    assert aborted.name == "invoke_agent default" and aborted.status.status_code == StatusCode.ERROR
+    assert (aborted.attributes or {})["error.type"] == "HandlerCrashed"
+    exporter.clear()
+    with pytest.raises(HumanInputRequired):  # not idempotent: did it take effect?
+        resume_run(store, engine.run_id, make_agent)
+    decide(store, engine.run_id, "approved")
+    resume_run(store, engine.run_id, make_agent)
+    export_spans(store, engine.run_id, tracer_provider=provider)
+    tools = [s for s in exporter.get_finished_spans() if s.name.startswith("execute_tool")]
+    assert [(s.name, (s.attributes or {}).get("agentsm.tool.outcome")) for s in tools] == [
+        ("execute_tool write", "unknown"),
+        ("execute_tool write", None),
+        ("execute_tool count", None),
+    ]
+    assert tools[0].end_time is not None and tools[1].start_time is not None
+    assert tools[0].end_time <= tools[1].start_time
+    run = exporter.get_finished_spans()[-1]  # resumed and done: the abort is an event of it
+    assert run.status.status_code != StatusCode.ERROR
+    assert [e.name for e in run.events] == ["agentsm.run.aborted"]
