@@ -10,8 +10,11 @@ import sys
 import time
 from pathlib import Path
 
+from click.testing import CliRunner
+
 from eventstore import EventStore
 from replay import decide, pending_requests
+from replay.cli_worker import submit_command
 
 from .stores import connect
 from .worker_agent import make_agent
@@ -105,3 +108,61 @@ def test_workers_killed_at_random_points_never_drive_a_run_twice(
     assert sorted(k.rsplit("-", 2)[0] for k in keys) == sorted(ids), seed  # once per run
     assert kills >= WORKERS - 1
     print(f"seed {seed}: {kills} workers killed, {decided} decisions, all {RUNS} runs done once")
+
+
+def test_a_run_whose_worker_is_killed_finishes_on_another_under_the_tail(
+    log_url: str, tmp_path: Path
+) -> None:
+    """The README's walkthrough: submit, two workers, kill the one that drives the run in its
+    payment, answer the question the run then asks, and `agentsm tail` shows it to the end."""
+    example = f"{ROOT / 'examples' / 'worker_agent.py'}:make_agent"
+    ledger = tmp_path / "payments.txt"
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "AGENTSM_EXAMPLE_LEDGER": str(ledger),
+        "AGENTSM_EXAMPLE_PAY_SECONDS": "600",  # it is killed in its payment, pass or fail
+        "NO_COLOR": "1",
+    }
+    store = connect(log_url)
+    submitted = CliRunner().invoke(
+        submit_command, ["Pay Ann 30", "--builder", example, "--db", log_url]
+    )
+    assert submitted.exit_code == 0, submitted.output
+    run_id = submitted.output.strip()
+    worker = [sys.executable, "-m", "replay.cli_worker", "--builder", example, "--db", log_url]
+    worker += ["--poll", "0.1", "--lease", "1"]
+    tail = [sys.executable, "-m", "replay.cli_tail", run_id, "--db", log_url, "--poll", "0.1"]
+    with (tmp_path / "out.log").open("ab") as log:
+        first = subprocess.Popen(worker, cwd=ROOT, env=env, stdout=log, stderr=log)
+        processes = [first]
+        try:
+            follower = subprocess.Popen(
+                tail, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=log, text=True
+            )
+            processes.append(follower)
+            deadline = time.monotonic() + 120
+            while [e.kind for e in store.read(run_id)][-1] != "ToolCallStarted":
+                assert time.monotonic() < deadline and first.poll() is None
+                time.sleep(0.05)
+            record = store.run(run_id)
+            assert record.driver is not None and record.driver.pid == first.pid
+            second = subprocess.Popen(worker, cwd=ROOT, env=env, stdout=log, stderr=log)
+            processes.append(second)
+            first.kill()  # in the middle of its payment
+            first.wait(timeout=60)
+            while store.run(run_id).status != "waiting":  # the other took it: did it pay?
+                assert time.monotonic() < deadline and second.poll() is None
+                time.sleep(0.05)
+            assert len(ledger.read_text().splitlines()) == 1  # it did: do not pay again
+            decide(store, run_id, "rejected", note="the payment went through")
+            out, _ = follower.communicate(timeout=120)
+        finally:
+            for p in processes:
+                p.kill()
+                p.wait(timeout=60)
+    assert follower.returncode == 0 and store.run(run_id).status == "done"
+    seqs = [int(line.split()[0]) for line in out.splitlines()]
+    assert seqs == list(range(1, store.run(run_id).last_seq + 1))  # every fact, once, in order
+    assert len(ledger.read_text().splitlines()) == 1
+    assert "RunFinished" in out.splitlines()[-1]
