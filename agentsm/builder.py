@@ -311,6 +311,11 @@ class AgentBuilder:
             values=self._values,
         )
 
+    def submit(self) -> str:
+        """Record the run to run later and return its id: its definition goes into the store
+        with status "queued", for a worker (`agentsm worker`) to claim and run."""
+        return self.build().submit()
+
     def attach(self, run_id: str) -> AgentEngine:
         """An engine continuing run `run_id` of the store from its log, with this builder's
         tools, LLM, table, handlers and approval callback (its task and config come from the

@@ -182,6 +182,21 @@ class AgentEngine:
         self._recorder.record(fact, self._state)
         self._recorder.flush()
 
+    def submit(self) -> str:
+        """Record the run's definition with status "queued" and return its id, without running
+        it: a worker (`replay.worker.Worker`, `agentsm worker`) claims and runs it later."""
+        if self._created:
+            raise EngineError(
+                f"Run {self.run_id!r} is recorded already; only a new run can be submitted "
+                "(build another engine)."
+            )
+        self._recorder.record(self.definition, State.Idle)
+        self._recorder.create(
+            self.definition.task, created_at=self._clock(), status="queued", claim=False
+        )
+        self._created = True
+        return self.run_id
+
     # -- running --------------------------------------------------------------------------
 
     def run(self) -> str:

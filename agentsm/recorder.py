@@ -84,16 +84,18 @@ class Recorder:
         """Facts recorded but not yet committed."""
         return len(self._pending)
 
-    def create(self, task: str, *, created_at: float, status: str) -> None:
+    def create(self, task: str, *, created_at: float, status: str, claim: bool = True) -> None:
         """Add the run to the catalog with the buffered facts in one transaction, so that no
-        reader sees the run before its first facts and a crash leaves no empty run."""
+        reader sees the run before its first facts and a crash leaves no empty run; then drive
+        it (`claim`), unless it is left for a worker."""
         self.store.create_run(
             self.run_id, task, created_at=created_at, events=self._pending, status=status
         )
         self.seq = len(self._pending)
         self._pending.clear()
-        self.store.claim(self.run_id)
-        self._claimed = True
+        if claim:
+            self.store.claim(self.run_id)
+            self._claimed = True
 
     def flush(self, status: str | None = None, *, effect: bool = False) -> None:
         """Commit the buffered facts (and the status) in one transaction. The commit is durable

@@ -26,7 +26,8 @@ class EventStore(Protocol):
     a hash chained to its run's previous one; `verify` checks that chain (`eventstore.chain`).
     A writer `claim`s a run before appending to it (refused while another live process drives
     it, unless `force`) and `release`s it when it hands the run back; a claimed run takes
-    appends from its driver only.
+    appends from its driver only. Workers take runs that can go on with `claim_next`; a live
+    tail sleeps in `wait_for_append` until something may have been recorded.
     """
 
     def create_run(
@@ -55,6 +56,23 @@ class EventStore(Protocol):
     def claim(self, run_id: str, *, force: bool = False) -> None: ...
 
     def release(self, run_id: str) -> None: ...
+
+    def claim_next(
+        self, *, kinds: Sequence[str] = ("queued", "ready", "orphaned")
+    ) -> RunRecord | None:
+        """Atomically pick the one run that can go on with the oldest `updated_at` and claim
+        it for this store (as `claim` does), returning its record (status unchanged: the
+        driver sets it), or None when there is none. "queued": status `queued` (submitted to
+        run later); "ready": status `ready` (a waiting run whose human decision is recorded);
+        "orphaned": status `running` with `lease_until` past (its driver stopped renewing).
+        A queued or ready run whose lease is live (someone holds it) is not taken."""
+        ...
+
+    def wait_for_append(self, timeout: float) -> bool:
+        """Block up to `timeout` seconds until any run of this store may have new events
+        (True; a spurious True is allowed) or the timeout passes (False). Readers then read
+        with `read(run_id, after=seq)`, so they never miss or repeat an event."""
+        ...
 
     def read(
         self, run_id: str, *, after: int = 0, upto: int | None = None

@@ -30,10 +30,13 @@ from .errors import (
 from .migrations import LATEST, migrate
 from .records import NewEvent, RunRecord, StoredEvent
 
-__all__ = ["DURABILITY", "Durability", "SQLiteEventStore"]
+__all__ = ["CLAIMABLE", "DURABILITY", "Durability", "SQLiteEventStore"]
 
 Durability = Literal["normal", "full"]
 DURABILITY: tuple[Durability, ...] = ("normal", "full")
+
+CLAIMABLE = ("queued", "ready", "orphaned")
+"""The kinds of run `claim_next` takes: submitted, decided by a human, left by a dead driver."""
 
 _RUN_COLUMNS = "run_id, task, status, created_at, updated_at, last_seq, parent_id, branch_seq, info"
 
@@ -81,6 +84,9 @@ class SQLiteEventStore:
         self._has_hashes: bool | None = None
         self._has_drivers: bool | None = None
         self._in_batch = False
+        self._watch_lock = threading.Lock()
+        self._watch_mark: int | None = None
+        self._watcher: sqlite3.Connection | None = None
         try:
             self._conn = self._connect()
         except sqlite3.DatabaseError as e:
@@ -356,23 +362,117 @@ class SQLiteEventStore:
                         "it. Wait for it to end, stop that process, or force the takeover "
                         "(--force) if you know it is stuck.",
                     )
-            conn.execute(
-                "UPDATE runs SET driver_host = ?, driver_pid = ?, driver_started = ?, "
-                "driver_token = ?, lease_until = ? WHERE run_id = ?",
-                (me.host, me.pid, me.started, token, now + self.lease, run_id),
-            )
+            self._drive(conn, run_id, me, token, now)
 
         with self._lock:
             self._transaction(write, f"claim run {run_id!r}")
-            self._held[run_id] = token
-            if self._renewer is None and self.path != ":memory:":
-                self._renewer = threading.Thread(
-                    target=_renew_leases,
-                    args=(weakref.ref(self), self._closing, self.lease / 3),
-                    name=f"lease renewer of {self.path}",
-                    daemon=True,
-                )
-                self._renewer.start()
+            self._hold(run_id, token)
+
+    def claim_next(
+        self, *, kinds: Sequence[str] = ("queued", "ready", "orphaned")
+    ) -> RunRecord | None:
+        """Claim the run that can go on with the oldest `updated_at`, in one `BEGIN IMMEDIATE`
+        transaction (so two workers never take the same one), and return its record; None
+        when no run can go on. See `EventStore.claim_next` for the kinds."""
+        unknown = [k for k in kinds if k not in CLAIMABLE]
+        if unknown:
+            raise StoreError(
+                f"claim_next(kinds=...) got {', '.join(map(repr, unknown))}; the kinds are "
+                f"{', '.join(map(repr, CLAIMABLE))}."
+            )
+        waiting = [k for k in kinds if k != "orphaned"]
+        where: list[str] = []
+        if waiting:
+            marks = ", ".join("?" * len(waiting))
+            where.append(f"(status IN ({marks}) AND (lease_until IS NULL OR lease_until < ?))")
+        if "orphaned" in kinds:
+            where.append("(status = 'running' AND lease_until < ?)")
+        if not where:
+            return None
+        sql = (
+            f"SELECT run_id FROM runs WHERE {' OR '.join(where)} ORDER BY updated_at, rowid LIMIT 1"
+        )
+
+        def candidates(now: float) -> tuple[Any, ...]:
+            """The query's parameters at time `now`, in the order of its clauses."""
+            args: list[Any] = [*waiting, now] if waiting else []
+            return (*args, now) if "orphaned" in kinds else tuple(args)
+
+        if not self._rows(sql, candidates(time.time())):  # a look without the write lock first:
+            return None  # idle workers polling do not hold writers up
+        me = Driver.current()
+        token = uuid.uuid4().hex
+        found: list[str] = []
+
+        def write(conn: sqlite3.Connection) -> None:
+            now = time.time()
+            row = conn.execute(sql, candidates(now)).fetchone()
+            if row is not None:
+                self._drive(conn, row[0], me, token, now)
+                found.append(row[0])
+
+        with self._lock:
+            self._transaction(write, "claim the next run that can go on")
+            if not found:
+                return None
+            self._hold(found[0], token)
+        return self.run(found[0])
+
+    def _drive(
+        self, conn: sqlite3.Connection, run_id: str, me: Driver, token: str, now: float
+    ) -> None:
+        """Name this process as the run's driver, with a fresh lease (inside a transaction)."""
+        conn.execute(
+            "UPDATE runs SET driver_host = ?, driver_pid = ?, driver_started = ?, "
+            "driver_token = ?, lease_until = ? WHERE run_id = ?",
+            (me.host, me.pid, me.started, token, now + self.lease, run_id),
+        )
+
+    def _hold(self, run_id: str, token: str) -> None:
+        """Remember the claim and keep its lease renewed while this store is open."""
+        self._held[run_id] = token
+        if self._renewer is None and self.path != ":memory:":
+            self._renewer = threading.Thread(
+                target=_renew_leases,
+                args=(weakref.ref(self), self._closing, self.lease / 3),
+                name=f"lease renewer of {self.path}",
+                daemon=True,
+            )
+            self._renewer.start()
+
+    def wait_for_append(self, timeout: float) -> bool:
+        """Sleep until another connection commits to the file (`PRAGMA data_version`, polled
+        with back-off from 5 ms to 200 ms on a connection of its own, so this store's own
+        commits count too) or `timeout` seconds pass. True when something was committed since
+        the previous call returned (or since the first call began): a catalog change such as a
+        lease renewal wakes it too, which only costs a read."""
+        deadline = time.monotonic() + max(0.0, timeout)
+        delay = 0.005
+        with self._watch_lock:
+            if self._watch_mark is None:
+                self._watch_mark = self._change_mark()
+            while True:
+                mark = self._change_mark()
+                if mark != self._watch_mark:
+                    self._watch_mark = mark
+                    return True
+                left = deadline - time.monotonic()
+                if left <= 0 or self._closing.is_set():
+                    return False
+                time.sleep(min(delay, left))
+                delay = min(delay * 2, 0.2)
+
+    def _change_mark(self) -> int:
+        """A number that changes whenever a commit reaches the database."""
+        if self.path == ":memory:":  # one connection sees every change: count its own
+            with self._lock:
+                return self._conn.total_changes
+        if self._watcher is None:
+            self._watcher = self._connect()
+        try:
+            return int(self._watcher.execute("PRAGMA data_version").fetchone()[0])
+        except sqlite3.DatabaseError as e:
+            raise self._unusable(e) from e
 
     def release(self, run_id: str) -> None:
         """Stop driving the run: the catalog no longer names this process (if it still did)."""
@@ -540,6 +640,9 @@ class SQLiteEventStore:
             self._renewer.join()
         with self._lock:
             self._conn.close()
+        with self._watch_lock:
+            if self._watcher is not None:
+                self._watcher.close()
 
     def __enter__(self) -> SQLiteEventStore:
         return self

@@ -1,5 +1,6 @@
 """replay: take a recorded run offline and re-run it, inspect it at any point, branch it,
-resume it; and the `agentsm` command line around all that."""
+resume it; workers that drive queued, decided and orphaned runs; a live tail; and the `agentsm`
+command line around all that. (OpenTelemetry export is `replay.otel`, with the `otel` extra.)"""
 
 from .branching import branch_run
 from .branchnotes import UnusedChange
@@ -17,13 +18,16 @@ from .recording import Recording
 from .replaying import assert_replays, replay_run
 from .report import Divergence, ReplayReport
 from .resuming import decide, pending_requests, resume_run
+from .tail import LiveFact, follow
 from .timetravel import memory_at
 from .transfer import export_run, import_runs
+from .worker import Worker, WorkResult
 
 __all__ = [
     "BuilderRequired",
     "Divergence",
     "ImportRefused",
+    "LiveFact",
     "RecordedDecisions",
     "RecordedLlm",
     "RecordedTools",
@@ -37,11 +41,14 @@ __all__ = [
     "SeqOutOfRange",
     "UnusedChange",
     "UsageError",
+    "WorkResult",
+    "Worker",
     "assert_replays",
     "branch_run",
     "decide",
     "diff_runs",
     "export_run",
+    "follow",
     "import_runs",
     "memory_at",
     "pending_requests",

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Literal
 
-from agentsm import AgentFailed, State
+from agentsm import AgentEngine, AgentFailed, State
 from agentsm import facts as f
 from agentsm.memory import fold_with_state
 from agentsm.recorder import Recorder
@@ -16,7 +18,10 @@ from eventstore import EventStore
 from .recording import Recording
 from .source import Builder, StoreLike, open_store, resolve_run
 
-__all__ = ["decide", "pending_requests", "resume_run"]
+__all__ = ["Around", "continue_claimed", "decide", "pending_requests", "resume_run"]
+
+Around = Callable[[AgentEngine], AbstractContextManager[object]]
+"""What wraps a worker's engine while it runs: `around(engine)` gives a context manager."""
 
 
 def resume_run(db: StoreLike, run_id: str, builder: Builder, *, force: bool = False) -> str:
@@ -34,16 +39,25 @@ def resume_run(db: StoreLike, run_id: str, builder: Builder, *, force: bool = Fa
     run_id = resolve_run(store, run_id)
     store.claim(run_id, force=force)  # before reading: the log cannot move on under us
     try:
-        recording = Recording.load(store, run_id)
-        memory, state = fold_with_state(e.fact for e in recording.entries)
-        if recording.finished and state == State.Done:
-            return memory.final_answer or "[No answer produced]"
-        if recording.finished:
-            raise AgentFailed(memory.error or "Unknown error", recording.run_id)
-        engine = builder(recording.definition.task).store(store).attach(recording.run_id)
-        return engine.run()
+        return continue_claimed(store, run_id, builder)
     finally:
         store.release(run_id)  # whatever happened: a failed resume does not keep the run
+
+
+def continue_claimed(
+    store: EventStore, run_id: str, builder: Builder, *, around: Around | None = None
+) -> str:
+    """`resume_run` of a run this store has claimed already (a worker's); the claim is kept.
+    `around(engine)`, a context manager, is entered while the engine runs (live tracing)."""
+    recording = Recording.load(store, run_id)
+    memory, state = fold_with_state(e.fact for e in recording.entries)
+    if recording.finished and state == State.Done:
+        return memory.final_answer or "[No answer produced]"
+    if recording.finished:
+        raise AgentFailed(memory.error or "Unknown error", recording.run_id)
+    engine = builder(recording.definition.task).store(store).attach(recording.run_id)
+    with around(engine) if around is not None else nullcontext():
+        return engine.run()
 
 
 def pending_requests(db: StoreLike, run_id: str) -> list[ApprovalRequest]:

@@ -32,11 +32,14 @@ Builder = Callable[[str], AgentBuilder]
 prompts, config, table and handlers. Replay supplies the LLM and the store."""
 
 
-def open_store(db: StoreLike, *, read_only: bool = False) -> EventStore:
-    """The store itself, or an existing SQLite log at that path (never a new empty one);
-    `read_only` opens the file so that nothing can be written to it."""
+def open_store(
+    db: StoreLike, *, read_only: bool = False, create: bool = False, **options: Any
+) -> EventStore:
+    """The store itself, or an existing SQLite log at that path (a new one only with
+    `create`); `read_only` opens the file so that nothing can be written to it; `options` go
+    to the store (`lease`, `busy_timeout`, ...)."""
     if isinstance(db, str | Path):
-        return SQLiteEventStore(db, create=False, read_only=read_only)
+        return SQLiteEventStore(db, create=create, read_only=read_only, **options)
     return db
 
 

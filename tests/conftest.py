@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import socket
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,6 +26,8 @@ from agentsm.recorder import Recorder
 from agentsm.testing import load_profile
 from agentsm.trace import Trace
 from eventstore import SQLiteEventStore
+
+from .stores import STORE_KINDS, new_log
 
 load_profile()  # $AGENTSM_HYPOTHESIS_PROFILE: agentsm-fast (default) or agentsm-thorough
 
@@ -117,3 +120,9 @@ class Harness:
 
     def facts(self, kind: str) -> list[Any]:
         return [e.fact for e in Trace.load(self.store, "run") if e.event == kind]
+
+
+@pytest.fixture(params=STORE_KINDS)
+def log_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh, empty log on each backend under test (`tests/stores.py`), as its URL or path."""
+    return new_log(request.param, tmp_path)
