@@ -7,7 +7,7 @@ AgentMachine.for_builder(make_agent)     hypothesis stateful testing of a live e
 
 from .checks import Problem, TableReport, check_table
 from .machine import AgentMachine
-from .profiles import PROFILE_ENV, load_profile
+from .profiles import PROFILE_ENV, apply_default_profile, load_profile
 from .runs import AgentRun, Observation
 from .strategies import (
     ToolBehaviour,
@@ -20,6 +20,8 @@ from .strategies import (
     sample_agent,
     tool_behaviours,
 )
+
+apply_default_profile()  # fast unless you chose a profile: see agentsm.testing.profiles
 
 __all__ = [
     "PROFILE_ENV",

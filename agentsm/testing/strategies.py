@@ -16,6 +16,7 @@ from ..tools import ToolOutcome, ToolRegistry, tool
 from ..types import AgentConfig, LlmResponse, TokenBudget, TokenUsage, ToolCall
 from .reproduce import python_of
 from .runs import AgentRun, run_engine
+from .watch import watch_handlers
 
 __all__ = [
     "ToolBehaviour",
@@ -245,6 +246,9 @@ def run_inputs(
     agent.on_approval(lambda request: next(answers, True))
     agent.tool_runner(_runner(agent.tools, dict(tools), config.tool_timeout or 0.05))
     engine = agent.build()
+    returned = watch_handlers(engine)
     observed, outcome, escaped = run_engine(engine)
-    source = python_of(script, config, tools, decisions, budget)
-    return AgentRun(engine, observed, outcome, escaped, source, replay_builder=configured)
+    source = python_of(script, config, tools, decisions, budget, builder)
+    return AgentRun(
+        engine, observed, outcome, escaped, source, replay_builder=configured, returned=returned
+    )
