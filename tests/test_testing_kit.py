@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,11 +28,16 @@ from agentsm.testing import (
     load_profile,
     sample_agent,
 )
+from eventstore import SQLiteEventStore
 
 from .scenarios import base
 
 HUNT = settings(
-    max_examples=300, deadline=None, suppress_health_check=list(HealthCheck), database=None
+    max_examples=300,
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+    database=None,
+    phases=[p for p in Phase if p is not Phase.explain],
 )
 
 
@@ -229,6 +235,7 @@ def test_profiles_are_chosen_by_an_environment_variable(monkeypatch: pytest.Monk
 
 SETTINGS_SEEN = """
 import sys
+from pathlib import Path
 from hypothesis import settings
 if len(sys.argv) > 1:
     settings.register_profile("mine", max_examples=7)
@@ -368,3 +375,56 @@ def test_the_stateful_machine_checks_returned_events_too() -> None:
     machine.TestCase.settings = settings(FIND, stateful_step_count=8)
     with pytest.raises(AssertionError, match="the handler of Verifying returned Skipped"):
         machine.TestCase().runTest()
+
+
+# -- a shrunk failure reproduces as pasted, and its run can be saved --------------------------
+
+
+def test_a_shrunk_failure_prints_the_users_builder_and_its_run_can_be_saved(
+    tmp_path: Path,
+) -> None:
+    @settings(HUNT, max_examples=200)
+    @given(agent_runs(builder=skipping_agent, behaviours=FAILING_TOOLS, max_script=6))
+    def prop(run: AgentRun) -> None:
+        run.assert_invariants()
+
+    with pytest.raises(AssertionError) as info:
+        prop()
+    source = str(info.value).split("reproduce with:\n", 1)[1]
+    assert "from tests.test_testing_kit import skipping_agent\n" in source
+    assert "builder=skipping_agent,  # --builder tests.test_testing_kit:skipping_agent" in source
+    namespace: dict[str, Any] = {}
+    with pytest.raises(AssertionError, match="the handler of Verifying returned Skipped"):
+        exec(source, namespace)  # pasted as printed, it fails the same way
+    run: AgentRun = namespace["run"]
+
+    db = tmp_path / "failing-run.db"
+    run_id = run.save(db)
+    saved = SQLiteEventStore(db, create=False)
+    assert [e.payload for e in saved.read(run_id)] == [
+        e.payload for e in run.engine.store.read(run_id)
+    ]
+    assert saved.run(run_id).status == run.engine.store.run(run_id).status
+    saved.close()
+    shown = subprocess.run(
+        [sys.executable, "-m", "replay", "show", run_id, "--db", str(db)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert "Skipped" in shown.stdout
+
+
+def test_a_factory_that_cannot_be_imported_is_said_so() -> None:
+    from agentsm.testing.reproduce import python_of
+    from agentsm.types import AgentConfig
+
+    def local_agent(task: str) -> AgentBuilder:
+        return sample_agent(task)
+
+    local = python_of([], AgentConfig(), {}, [], None, local_agent)
+    assert "builder=local_agent,  # defined where it cannot be imported" in local
+    unnamed = python_of([], AgentConfig(), {}, [], None, lambda t: sample_agent(t))
+    assert "builder=YOUR_FACTORY,  # a <lambda>" in unnamed
+    assert "define it as a module-level function" in unnamed

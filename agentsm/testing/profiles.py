@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 
 __all__ = ["PROFILE_ENV", "load_profile"]
 
@@ -16,6 +16,7 @@ settings.register_profile(
     max_examples=25,
     stateful_step_count=10,
     deadline=None,
+    phases=[p for p in Phase if p is not Phase.explain],  # explaining re-runs every shrunk case
     suppress_health_check=[HealthCheck.too_slow],
 )
 settings.register_profile(

@@ -145,36 +145,40 @@ async def _behave(behaviour: ToolBehaviour) -> str:
     return behaviour.value
 
 
+@tool(name="lookup")
+async def _lookup(key: str) -> str:
+    """Look a key up."""
+    return f"value of {key}"
+
+
+@tool(name="fetch")
+def _fetch(url: str, n: int = 1) -> str:
+    """Fetch a URL n times."""
+    return f"{url} x{n}"
+
+
+@tool(name="ping", idempotent=True)
+async def _ping() -> str:
+    """Ping."""
+    return "pong"
+
+
+@tool(name=BLACKLISTED_TOOL)
+def _forbidden(text: str = "") -> str:
+    """Never allowed."""
+    return "ran"
+
+
 def sample_agent(task: str) -> AgentBuilder:
     """The agent generated runs use when no builder is given: tools of every shape (async,
-    sync with a default, idempotent, blacklisted) and one that needs approval."""
-
-    @tool
-    async def lookup(key: str) -> str:
-        """Look a key up."""
-        return f"value of {key}"
-
-    @tool
-    def fetch(url: str, n: int = 1) -> str:
-        """Fetch a URL n times."""
-        return f"{url} x{n}"
-
-    @tool(idempotent=True)
-    async def ping() -> str:
-        """Ping."""
-        return "pong"
-
-    @tool(name=BLACKLISTED_TOOL)
-    def forbidden(text: str = "") -> str:
-        """Never allowed."""
-        return "ran"
-
+    sync with a default, idempotent, blacklisted) and one that needs approval (made once, at
+    import: a tool's schema is worked out from its signature, which is not free)."""
     return (
         AgentBuilder(task)
-        .tool(lookup)
-        .tool(fetch)
-        .tool(ping)
-        .tool(forbidden)
+        .tool(_lookup)
+        .tool(_fetch)
+        .tool(_ping)
+        .tool(_forbidden)
         .blacklist_tool(BLACKLISTED_TOOL)
         .require_approval("fetch")
     )
@@ -199,28 +203,29 @@ def _runner(tools: ToolRegistry, behaviours: dict[str, ToolBehaviour], timeout: 
     return run
 
 
-@st.composite
 def agent_runs(
-    draw: st.DrawFn,
     builder: Callable[[str], AgentBuilder] | None = None,
     *,
     max_script: int = 12,
     config: st.SearchStrategy[AgentConfig] | None = None,
     behaviours: st.SearchStrategy[ToolBehaviour] | None = None,
-) -> AgentRun:
+) -> st.SearchStrategy[AgentRun]:
     """Finished runs of the real engine: the user's agent (`builder(task)`, or a built-in one)
     driven by a generated LLM script, tool outcomes, approvals, config and budget. `config` and
     `behaviours` narrow what is generated (default: `configs()`, `tool_behaviours()`)."""
-    make = builder or sample_agent
-    task = "a generated task"
-    names = make(task).tools.names()
-    script = draw(llm_scripts(names, max_script), label="script")
-    chosen = draw(configs() if config is None else config, label="config")
+    names = (builder or sample_agent)("a generated task").tools.names()
     kinds = tool_behaviours() if behaviours is None else behaviours
-    outcomes = {n: draw(kinds, label=f"tool {n}") for n in names}
-    decisions = draw(st.lists(approval_decisions(), max_size=4), label="decisions")
-    budget = draw(st.none() | st.integers(50, 1500), label="budget")
-    return run_inputs(script, chosen, outcomes, decisions, budget, builder=builder)
+
+    @st.composite
+    def runs(draw: st.DrawFn) -> AgentRun:
+        script = draw(llm_scripts(names, max_script), label="script")
+        chosen = draw(configs() if config is None else config, label="config")
+        outcomes = {n: draw(kinds, label=f"tool {n}") for n in names}
+        decisions = draw(st.lists(approval_decisions(), max_size=4), label="decisions")
+        budget = draw(st.none() | st.integers(50, 1500), label="budget")
+        return run_inputs(script, chosen, outcomes, decisions, budget, builder=builder)
+
+    return runs()
 
 
 def run_inputs(
