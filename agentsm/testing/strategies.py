@@ -11,6 +11,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from ..builder import AgentBuilder
+from ..context import ToolRunner
 from ..llm.mock import MockLlmCaller
 from ..tools import ToolOutcome, ToolRegistry, tool
 from ..types import AgentConfig, LlmResponse, TokenBudget, TokenUsage, ToolCall
@@ -184,7 +185,9 @@ def sample_agent(task: str) -> AgentBuilder:
     )
 
 
-def _runner(tools: ToolRegistry, behaviours: dict[str, ToolBehaviour], timeout: float) -> Any:
+def _runner(
+    tools: ToolRegistry, behaviours: dict[str, ToolBehaviour], timeout: float
+) -> ToolRunner:
     """Calls get the generated behaviour instead of running the user's tool; unknown tools and
     invalid arguments are refused by the registry exactly as in a real run."""
 
@@ -238,22 +241,44 @@ def run_inputs(
 ) -> AgentRun:
     """Run the agent (`builder(task)`, or the built-in one) on these inputs through the real
     engine; what `agent_runs` draws, and what its failure reports print."""
-    make = builder or sample_agent
+    return drive(
+        builder or sample_agent,
+        config,
+        None if budget is None else TokenBudget(max_total_tokens=budget),
+        script,
+        decisions,
+        lambda registry: _runner(registry, dict(tools), config.tool_timeout or 0.05),
+        python_of(script, config, tools, decisions, budget, builder),
+    )
+
+
+def drive(
+    make: Callable[[str], AgentBuilder],
+    config: AgentConfig,
+    budget: TokenBudget | None,
+    script: Sequence[Any],
+    decisions: Sequence[Any],
+    runner: Callable[[ToolRegistry], ToolRunner],
+    source: str,
+    task: str = "a generated task",
+) -> AgentRun:
+    """Run `make(task)` with this config and budget on a scripted LLM, the human's answers in
+    order (approve once they run out) and tool calls served by `runner(registry)`, through the
+    real engine, watching every fact and every event its handlers return."""
 
     def configured(t: str) -> AgentBuilder:
         agent = make(t).config(config)
         if budget is not None:
-            agent.budget(TokenBudget(max_total_tokens=budget))
+            agent.budget(budget)
         return agent
 
     answers = iter(decisions)
-    agent = configured("a generated task").llm(MockLlmCaller(list(script)))
+    agent = configured(task).llm(MockLlmCaller(list(script)))
     agent.on_approval(lambda request: next(answers, True))
-    agent.tool_runner(_runner(agent.tools, dict(tools), config.tool_timeout or 0.05))
+    agent.tool_runner(runner(agent.tools))
     engine = agent.build()
     returned = watch_handlers(engine)
     observed, outcome, escaped = run_engine(engine)
-    source = python_of(script, config, tools, decisions, budget, builder)
     return AgentRun(
         engine, observed, outcome, escaped, source, replay_builder=configured, returned=returned
     )
