@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+import time
 from pathlib import Path
 
 import nbformat
@@ -34,7 +35,9 @@ def test_the_six_notebooks_are_there() -> None:
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_notebook_runs_top_to_bottom(name: str, tmp_path: Path) -> None:
+def test_notebook_runs_top_to_bottom(
+    name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     committed = nbformat.read(NOTEBOOKS / name, as_version=4)
     code = [c for c in committed.cells if c.cell_type == "code"]
     assert any(c.get("outputs") for c in code), "outputs are committed"
@@ -43,6 +46,9 @@ def test_notebook_runs_top_to_bottom(name: str, tmp_path: Path) -> None:
     assert [c.source for c in fresh.cells] == [c.source for c in committed.cells], (
         "the committed notebook is out of date: run python notebooks/make_notebooks.py"
     )
+    started = time.perf_counter()
     executed = maker.execute(fresh, tmp_path)  # type: ignore[attr-defined]
+    with capsys.disabled():  # the README promises a few seconds each: shown on every run
+        print(f"\n{name} ran in {time.perf_counter() - started:.1f} s", end=" ")
     errors = [o for c in executed.cells for o in c.get("outputs", []) if o.output_type == "error"]
     assert not errors

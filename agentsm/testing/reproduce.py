@@ -59,6 +59,8 @@ def _builder_lines(builder: Callable[..., Any] | None) -> tuple[list[str], str]:
     if spec is not None and not spec.startswith("__main__:"):
         module, _, factory = spec.partition(":")
         return [f"from {module} import {factory}"], f"    builder={factory},  # --builder {spec}"
+    if spec is not None:
+        return [], f"    builder={name},  # defined in this script or notebook"
     where = ""
     try:
         where = f" ({inspect.getsourcefile(builder)}:{inspect.getsourcelines(builder)[1]})"

@@ -62,8 +62,8 @@ class AgentRun:
     def violations(self, *, replay: bool = True) -> list[str]:
         """Every invariant the run breaks, one sentence each (empty when it keeps them all);
         `replay=False` leaves out replaying the run (the costliest check)."""
-        problems: list[str] = []
         engine, table = self.engine, self.engine.table
+        problems = event_problems(self.returned, table, engine.handlers)  # the likeliest cause
         config = engine.definition.config
         if self.escaped is not None:
             problems.append(
@@ -105,7 +105,6 @@ class AgentRun:
             problems.append(f"the run ended in {state}, not in Done or Error")
         if transitions > cap:
             problems.append(f"{transitions} transitions, more than the safety cap {cap}")
-        problems.extend(event_problems(self.returned, table, engine.handlers))
         problems.extend(self._memory_rules(entries))
         if replay:
             problems.extend(self._replay_rule())
