@@ -24,7 +24,7 @@ from ..trace import Trace
 from ..types import LlmResponse, TokenUsage, ToolCall
 from .reproduce import _builder_lines
 from .runs import AgentRun
-from .strategies import drive
+from .strategies import drive, texts
 
 __all__ = ["MUTATIONS", "Mutation", "Recorded", "from_recorded", "recorded_runs", "run_recorded"]
 
@@ -271,7 +271,7 @@ def _mutations(recorded: Recorded, most: int) -> st.SearchStrategy[list[Mutation
     choices: list[st.SearchStrategy[Mutation]] = []
     junk = st.dictionaries(
         st.sampled_from(["", "id", "query", "n", "unexpected"]),
-        st.one_of(st.none(), st.integers(-5, 5), st.text(max_size=5), st.just([1, 2])),
+        st.one_of(st.none(), st.integers(-5, 5), texts(5), st.just([1, 2])),
         max_size=3,
     )
     if with_calls:
