@@ -11,8 +11,15 @@ __all__ = ["PROFILE_ENV", "load_profile"]
 
 PROFILE_ENV = "AGENTSM_HYPOTHESIS_PROFILE"
 
+_UNCHOSEN = ("default", "ci")
+"""The profiles hypothesis loads by itself ("ci" when it sees a CI environment)."""
+
+_BASE = settings.get_profile("ci") if settings.get_current_profile_name() == "ci" else None
+"""Under CI the agentsm profiles keep hypothesis's CI settings (derandomized, no database)."""
+
 settings.register_profile(
     "agentsm-fast",
+    parent=_BASE,
     max_examples=25,
     stateful_step_count=10,
     deadline=None,
@@ -21,6 +28,7 @@ settings.register_profile(
 )
 settings.register_profile(
     "agentsm-thorough",
+    parent=_BASE,
     max_examples=1000,
     stateful_step_count=40,
     deadline=None,
@@ -39,5 +47,5 @@ def load_profile(default: str = "agentsm-fast") -> str:
 def apply_default_profile() -> None:
     """On import of agentsm.testing: load $AGENTSM_HYPOTHESIS_PROFILE (agentsm-fast when unset)
     unless a hypothesis profile of your own is loaded already (which then stays in force)."""
-    if settings.get_current_profile_name() == "default":
+    if settings.get_current_profile_name() in _UNCHOSEN:
         load_profile()
