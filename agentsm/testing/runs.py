@@ -161,8 +161,7 @@ class AgentRun:
 
     def save(self, path: str | Path) -> str:
         """Copy this run's log into the SQLite database at `path` (created when missing), to
-        open it with `agentsm show RUN --db path`, `agentsm replay` or the viewer; returns the
-        run id."""
+        open it with `agentsm show RUN --db path` or `agentsm replay`; returns the run id."""
         source, run_id = self.engine.store, self.engine.run_id
         record = source.run(run_id)
         events = [
