@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..states import AgentState, default_handlers
 from ..types import TERMINAL_STATES, State, as_state
@@ -69,7 +70,7 @@ def _rows(table: Mapping[tuple[str, str], str]) -> dict[tuple[str, str], str]:
 
 def check_table(
     table: Mapping[tuple[str, str], str],
-    handlers: Mapping[str, AgentState] | None = None,
+    handlers: Mapping[str, AgentState | Callable[..., Any]] | None = None,
 ) -> TableReport:
     """Check a table (a TransitionTable or any mapping of rows) against handlers (by default
     the built-in ones, plus any given): every non-terminal state is reachable from Idle, every
@@ -77,7 +78,8 @@ def check_table(
     and every event a handler declares in `emits` has a row from its state. Handlers that
     declare no `emits` (function handlers) are listed in `unchecked`."""
     rows = _rows(table)
-    known = {**default_handlers(), **{as_state(k): v for k, v in (handlers or {}).items()}}
+    known: dict[str, Any] = {**default_handlers()}
+    known.update({as_state(k): v for k, v in (handlers or {}).items()})
     states: set[str] = {State.Idle, *(s for s, _ in rows), *rows.values()}
     problems: list[Problem] = []
     unchecked: list[str] = []
