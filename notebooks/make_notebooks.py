@@ -241,7 +241,8 @@ PROPERTY = [
 
 Add a `Verifying` state between Observing and Planning, check the table statically, then let
 hypothesis drive the real engine through random LLM behaviour, tool outcomes and configs. Then
-plant a bug and watch the kit catch and shrink it.
+plant a bug in a handler and watch the kit catch it, shrink it, and print it as Python; and
+seed generated runs with recorded ones.
 """),
     code("""
 from agentsm import build_transition_table
@@ -271,54 +272,123 @@ print(check_table(table, {"Verifying": VerifyingState()}))
 broken = table.with_rows({("Verifying", "Doubtful"): "Verifying"}).without_rows(("Verifying", "Verified"))
 print(check_table(broken, {"Verifying": VerifyingState()}))
 """),
-    md("Generated runs of the real engine, each checked against every invariant:"),
+    md("""
+A handler written as a plain function declares no `emits`, so the static check cannot know what
+it returns; the report says so rather than calling it fine:
+"""),
     code("""
-from hypothesis import HealthCheck, given, settings
-from agentsm.testing import agent_runs
-from agentsm.testing import sample_agent
+def verify(ctx):
+    return "Verified"
+
+print(check_table(table, {"Verifying": verify}))
+"""),
+    md("""
+Generated runs of the real engine, each checked against every invariant. Importing
+`agentsm.testing` loaded the fast profile (25 examples; `AGENTSM_HYPOTHESIS_PROFILE=agentsm-thorough`
+for 1000); `derandomize=True` only keeps this page the same each time it is run.
+"""),
+    code("""
+from collections import Counter
+from hypothesis import given, settings
+from agentsm.testing import agent_runs, sample_agent
 
 
 def make_agent(task):
     return sample_agent(task).transitions(table).handler("Verifying", VerifyingState())
 
 
-seen = []
+outcomes, reasons = Counter(), Counter()
 
-@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+@settings(derandomize=True, database=None)
 @given(agent_runs(builder=make_agent))
 def test_verifying_agent(run):
-    seen.append(run.outcome)
+    outcomes[run.outcome] += 1
+    reasons.update(x.reason for x in run.trace.facts() if x.kind == "RunFailed")
     run.assert_invariants()
 
 test_verifying_agent()
-print({outcome: seen.count(outcome) for outcome in set(seen)})
+print(dict(outcomes))
+print(dict(reasons))
 """),
-    md(
-        "Now plant a bug: a reducer that drops the history whenever the LLM answers. Hypothesis finds a failing run and shrinks it to a minimal script, printed as Python to paste into a test:"
-    ),
+    md("""
+Many generated runs end "failed", and that is what they are for: a failed run is one that
+ended in `Error` the way the table says it may, and every invariant still held. The reasons
+say where: `llm_error` when the generated LLM script ran out or the provider failed (half the
+scripts have no closing answer), `max_steps` when the drawn `max_steps` (0 to 8) was reached,
+`budget` when the drawn token budget ran out. A run that breaks an invariant fails the test
+instead, as the next cell shows.
+
+Now plant a bug, through the public API: a `Verifying` handler whose author forgot one case.
+After a failed tool call it returns `Recheck`, which has no row in the table (and is not in its
+`emits` either). Hypothesis finds a run that reaches it, shrinks it, and the report prints
+Python to paste into a test:
+"""),
     code("""
 from hypothesis import strategies as st
-from agentsm import facts as f, memory as memory_module
-from agentsm.memory import AgentMemory
 from agentsm.testing import ToolBehaviour
 
-real = memory_module._reduce.dispatch(f.LlmResponded)
-memory_module._reduce.register(f.LlmResponded)(
-    lambda fact, memory: real(fact, AgentMemory.model_validate(memory.model_dump(exclude={"history"}))))
 
-quick = st.sampled_from([ToolBehaviour("success", "ok"), ToolBehaviour("exception", "x")])
+class ForgetfulVerifying(VerifyingState):
+    async def handle(self, ctx):
+        last = ctx.memory.history[-1] if ctx.memory.history else None
+        return "Recheck" if last is not None and not last.success else "Verified"
 
-@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck), database=None)
-@given(agent_runs(behaviours=quick, max_script=6))
-def test_with_the_bug(run):
+
+def make_buggy_agent(task):
+    return sample_agent(task).transitions(table).handler("Verifying", ForgetfulVerifying())
+
+
+tools = st.sampled_from([ToolBehaviour("success", "ok"), ToolBehaviour("exception", "boom")])
+
+@settings(derandomize=True, database=None, max_examples=100)
+@given(agent_runs(builder=make_buggy_agent, behaviours=tools, max_script=6))
+def test_buggy_agent(run):
     run.assert_invariants()
 
 try:
-    test_with_the_bug()
+    test_buggy_agent()
 except AssertionError as error:
     print(error)
-finally:
-    memory_module._reduce.register(f.LlmResponded)(real)
+"""),
+    md("""
+The shrunk run can be kept in a database and looked at with `agentsm show RUN --db failing.db`
+(or replayed, or opened in the viewer):
+"""),
+    code("""
+from agentsm import AgentConfig, LlmResponse
+from agentsm.testing import run_inputs
+
+run = run_inputs([LlmResponse.tool_call("lookup", {"key": "a"})], AgentConfig(), {"lookup": ToolBehaviour("exception", "boom")},
+                 [], None, builder=make_buggy_agent)
+print(run.violations()[0])
+print("saved run", run.save("failing.db"), "to failing.db")
+"""),
+    md("""
+Generated runs can also start from real ones. `from_recorded(db, builder)` takes runs recorded
+in production, changes them the way real traffic nearly goes (a tool call dropped or repeated,
+arguments corrupted, an answer cut short or empty, a tool result turned into an error, other
+token usage) and runs them again on the recorded answers and tool results. Two clean runs of
+the buggy agent are recorded here; their mutations find the same bug:
+"""),
+    code("""
+from agentsm import MockLlmCaller
+from agentsm.testing import from_recorded
+
+for key in ("a", "b"):
+    make_buggy_agent(f"look {key} up").store("production.db").llm(MockLlmCaller([
+        LlmResponse.tool_call("lookup", {"key": key}),
+        LlmResponse.final_answer(f"The value of {key} is known."),
+    ])).build().run()
+
+@settings(derandomize=True, database=None)
+@given(from_recorded("production.db", builder=make_buggy_agent))
+def test_recorded_traffic(run):
+    run.assert_invariants()
+
+try:
+    test_recorded_traffic()
+except AssertionError as error:
+    print(str(error).split("reproduce with:")[0])
 """),
 ]
 

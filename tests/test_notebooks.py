@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+import time
 from pathlib import Path
 
 import nbformat
@@ -34,7 +35,9 @@ def test_the_six_notebooks_are_there() -> None:
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_notebook_runs_top_to_bottom(name: str, tmp_path: Path) -> None:
+def test_notebook_runs_top_to_bottom(
+    name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     committed = nbformat.read(NOTEBOOKS / name, as_version=4)
     code = [c for c in committed.cells if c.cell_type == "code"]
     assert any(c.get("outputs") for c in code), "outputs are committed"
@@ -43,6 +46,21 @@ def test_notebook_runs_top_to_bottom(name: str, tmp_path: Path) -> None:
     assert [c.source for c in fresh.cells] == [c.source for c in committed.cells], (
         "the committed notebook is out of date: run python notebooks/make_notebooks.py"
     )
+    started = time.perf_counter()
     executed = maker.execute(fresh, tmp_path)  # type: ignore[attr-defined]
+    with capsys.disabled():  # the README promises a few seconds each: shown on every run
+        print(f"\n{name} ran in {time.perf_counter() - started:.1f} s", end=" ")
     errors = [o for c in executed.cells for o in c.get("outputs", []) if o.output_type == "error"]
     assert not errors
+
+
+def test_the_property_testing_notebook_plants_its_bug_through_public_api() -> None:
+    committed = nbformat.read(NOTEBOOKS / "04_property_testing.ipynb", as_version=4)
+    source = "\n".join(c.source for c in committed.cells if c.cell_type == "code")
+    assert "_reduce" not in source and "memory_module" not in source  # no private name patched
+    assert "suppress_health_check" not in source  # hypothesis may say what it finds slow
+    outputs = "\n".join(o.get("text", "") for c in committed.cells for o in c.get("outputs", []))
+    reasons = ("'llm_error'", "'max_steps'", "'budget'")
+    assert any(r in outputs for r in reasons)  # failed runs come with why they ended in Error
+    assert "the handler of Verifying returned Recheck, but the table has no row" in outputs
+    assert "builder=make_buggy_agent" in outputs

@@ -77,3 +77,65 @@ def test_picture_commands(tmp_path: Path) -> None:
     ok(agentsm(*db, "family", run_id, "--out", "family.png", cwd=tmp_path))
     bad = agentsm(*db, "timeline", run_id, "--out", "run.jpg", cwd=tmp_path)
     assert bad.returncode == 2 and "use a .svg or .png" in bad.stderr
+
+
+def custom_table() -> object:
+    """The default table with a Verifying step, an audit branch and a part of its own."""
+    return (
+        build_transition_table()
+        .without_rows(("Observing", "Continue"))
+        .with_rows(
+            {
+                ("Observing", "Continue"): "Verifying",
+                ("Verifying", "Verified"): "Planning",
+                ("Verifying", "Doubtful"): "Planning",
+                ("Verifying", "Escalate"): "Auditing",
+                ("Auditing", "Audited"): "Done",
+                ("Auditing", "Retry"): "Auditing",
+                ("Archived", "Restore"): "Restored",
+            }
+        )
+    )
+
+
+def drawn_boxes(fig: object) -> dict[str, list[tuple[str, object]]]:
+    """The boxes of the drawn texts, as rendered, by kind (state or edge label)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = FigureCanvasAgg(fig)  # type: ignore[arg-type]
+    canvas.draw()
+    renderer = canvas.get_renderer()
+    boxes: dict[str, list[tuple[str, object]]] = {"state": [], "edge-label": []}
+    for text in fig.axes[0].texts:  # type: ignore[attr-defined]
+        if text.get_gid() in boxes:
+            patch = text.get_bbox_patch()
+            boxes[text.get_gid()].append((text.get_text(), patch.get_window_extent(renderer)))
+    return boxes
+
+
+@pytest.mark.parametrize("name", ["default", "default with a path", "custom"])
+def test_no_edge_label_overlaps_another_or_a_state(name: str, tmp_path: Path) -> None:
+    table: object = custom_table() if name == "custom" else build_transition_table()
+    path = None
+    if name == "default with a path":
+        engine, _ = demo_run(tmp_path)
+        path = path_of(engine.trace().facts())  # type: ignore[attr-defined]
+    fig = state_diagram(table, path, title=name)  # type: ignore[arg-type]
+    boxes = drawn_boxes(fig)
+    pairs = {(str(s), str(d)) for (s, _), d in table.items()}  # type: ignore[attr-defined]
+    assert len(boxes["edge-label"]) == len(pairs)  # one label per pair of states
+    assert len(boxes["state"]) == len({s for p in pairs for s in p} | {"Idle"})
+    labels, states = boxes["edge-label"], boxes["state"]
+    clashes = [
+        (a, b)
+        for i, (a, box_a) in enumerate(labels)
+        for b, box_b in labels[i + 1 :] + states
+        if box_a.overlaps(box_b)  # type: ignore[attr-defined]
+    ]
+    assert clashes == []
+    assert not [
+        (a, b)
+        for i, (a, box_a) in enumerate(states)
+        for b, box_b in states[i + 1 :]
+        if box_a.overlaps(box_b)  # type: ignore[attr-defined]
+    ]

@@ -4,13 +4,16 @@ planted mistakes that the kit must catch and report clearly."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from agentsm import AgentBuilder, Event, RunContext, State, build_transition_table
+from agentsm import AgentBuilder, Event, MockLlmCaller, RunContext, State, build_transition_table
 from agentsm import facts as f
 from agentsm import memory as memory_module
 from agentsm.memory import AgentMemory
@@ -25,11 +28,16 @@ from agentsm.testing import (
     load_profile,
     sample_agent,
 )
+from eventstore import SQLiteEventStore
 
 from .scenarios import base
 
 HUNT = settings(
-    max_examples=300, deadline=None, suppress_health_check=list(HealthCheck), database=None
+    max_examples=300,
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+    database=None,
+    phases=[p for p in Phase if p is not Phase.explain],
 )
 
 
@@ -225,6 +233,50 @@ def test_profiles_are_chosen_by_an_environment_variable(monkeypatch: pytest.Monk
     load_profile(in_use)  # the rest of the suite keeps the profile it was started with
 
 
+SETTINGS_SEEN = """
+import sys
+from pathlib import Path
+from hypothesis import settings
+if len(sys.argv) > 1:
+    settings.register_profile("mine", max_examples=7)
+    settings.load_profile("mine")
+from agentsm import AgentBuilder
+from agentsm.testing import AgentMachine
+
+def make_agent(task):
+    return AgentBuilder(task).tool("echo", "Echo", {"type": "object"}, lambda args: args)
+
+case = AgentMachine.for_builder(make_agent).TestCase.settings
+print(settings.default.max_examples, case.max_examples, case.stateful_step_count)
+"""
+
+
+def _settings_seen(env: dict[str, str], *args: str) -> list[int]:
+    env = {k: v for k, v in os.environ.items() if k != "AGENTSM_HYPOTHESIS_PROFILE"} | env
+    out = subprocess.run(
+        [sys.executable, "-c", SETTINGS_SEEN, *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    return [int(x) for x in out.stdout.split()]
+
+
+def test_the_fast_profile_applies_on_import_without_a_call() -> None:
+    assert _settings_seen({}) == [25, 25, 10]  # the stateful test too: hypothesis says 100 x 50
+
+
+def test_the_thorough_profile_is_one_environment_variable_away() -> None:
+    thorough = {"AGENTSM_HYPOTHESIS_PROFILE": "agentsm-thorough"}
+    assert _settings_seen(thorough) == [1000, 1000, 40]
+
+
+def test_a_profile_of_your_own_stays_in_force() -> None:
+    assert _settings_seen({}, "mine") == [7, 7, 50]
+
+
 def test_replay_property_catches_nondeterminism() -> None:
     from agentsm.testing import run_inputs
     from agentsm.types import AgentConfig, LlmResponse
@@ -244,3 +296,135 @@ def test_replay_property_catches_nondeterminism() -> None:
         builder=lambda t: sample_agent(t).handler("Observing", Flaky()),
     )
     assert any("does not replay identical" in p for p in run.violations())
+
+
+# -- handlers' events are checked, not trusted --------------------------------------------------
+
+
+def verify_quickly(ctx: RunContext) -> str:
+    """A function handler (it declares no emits): it returns an event the table lacks."""
+    failed = any(not e.success for e in ctx.memory.history)
+    return "Skipped" if failed else "Verified"
+
+
+def skipping_agent(task: str) -> AgentBuilder:
+    return sample_agent(task).transitions(verifying_table()).handler("Verifying", verify_quickly)
+
+
+class UnderDeclaredVerifying(VerifyingState):
+    """Returns Doubtful, which has a row, but declares only Verified."""
+
+    emits = frozenset({"Verified"})
+
+
+def under_declared_agent(task: str) -> AgentBuilder:
+    return (
+        sample_agent(task)
+        .transitions(verifying_table())
+        .handler("Verifying", UnderDeclaredVerifying())
+    )
+
+
+FIND = settings(HUNT, max_examples=200, phases=[Phase.explicit, Phase.generate])
+FAILING_TOOLS = st.sampled_from([ToolBehaviour("exception", "x"), ToolBehaviour("success", "ok")])
+
+
+def test_check_table_names_the_handlers_it_could_not_check() -> None:
+    report = check_table(verifying_table(), {"Verifying": verify_quickly})
+    assert report.unchecked == ("Verifying",)
+    assert "not checked statically: the handler of Verifying declares no emits" in str(report)
+    built = (
+        skipping_agent("t").llm(MockLlmCaller([])).build()
+    )  # the builder's function handler declares none either
+    assert check_table(built.table, built.handlers).unchecked == ("Verifying",)
+    assert check_table(verifying_table(), {"Verifying": VerifyingState()}).unchecked == ()
+
+
+def test_an_event_with_no_row_is_named_by_state_and_event() -> None:
+    @FIND
+    @given(agent_runs(builder=skipping_agent, behaviours=FAILING_TOOLS))
+    def prop(run: AgentRun) -> None:
+        run.assert_invariants()
+
+    with pytest.raises(AssertionError) as info:
+        prop()
+    assert (
+        "the handler of Verifying returned Skipped, but the table has no row "
+        "(Verifying, Skipped)" in str(info.value)
+    )
+
+
+def test_an_event_missing_from_the_declared_emits_is_named() -> None:
+    assert check_table(verifying_table(), {"Verifying": UnderDeclaredVerifying()}).ok
+
+    @FIND
+    @given(agent_runs(builder=under_declared_agent, behaviours=FAILING_TOOLS))
+    def prop(run: AgentRun) -> None:
+        run.assert_invariants()
+
+    with pytest.raises(AssertionError) as info:
+        prop()
+    assert (
+        "the handler of Verifying returned Doubtful, which its declared emits (Verified) "
+        "does not list" in str(info.value)
+    )
+
+
+def test_the_stateful_machine_checks_returned_events_too() -> None:
+    machine = AgentMachine.for_builder(skipping_agent)
+    machine.TestCase.settings = settings(FIND, stateful_step_count=8)
+    with pytest.raises(AssertionError, match="the handler of Verifying returned Skipped"):
+        machine.TestCase().runTest()
+
+
+# -- a shrunk failure reproduces as pasted, and its run can be saved --------------------------
+
+
+def test_a_shrunk_failure_prints_the_users_builder_and_its_run_can_be_saved(
+    tmp_path: Path,
+) -> None:
+    @settings(HUNT, max_examples=200)
+    @given(agent_runs(builder=skipping_agent, behaviours=FAILING_TOOLS, max_script=6))
+    def prop(run: AgentRun) -> None:
+        run.assert_invariants()
+
+    with pytest.raises(AssertionError) as info:
+        prop()
+    source = str(info.value).split("reproduce with:\n", 1)[1]
+    assert "from tests.test_testing_kit import skipping_agent\n" in source
+    assert "builder=skipping_agent,  # --builder tests.test_testing_kit:skipping_agent" in source
+    namespace: dict[str, Any] = {}
+    with pytest.raises(AssertionError, match="the handler of Verifying returned Skipped"):
+        exec(source, namespace)  # pasted as printed, it fails the same way
+    run: AgentRun = namespace["run"]
+
+    db = tmp_path / "failing-run.db"
+    run_id = run.save(db)
+    saved = SQLiteEventStore(db, create=False)
+    assert [e.payload for e in saved.read(run_id)] == [
+        e.payload for e in run.engine.store.read(run_id)
+    ]
+    assert saved.run(run_id).status == run.engine.store.run(run_id).status
+    saved.close()
+    shown = subprocess.run(
+        [sys.executable, "-m", "replay", "show", run_id, "--db", str(db)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert "Skipped" in shown.stdout
+
+
+def test_a_factory_that_cannot_be_imported_is_said_so() -> None:
+    from agentsm.testing.reproduce import python_of
+    from agentsm.types import AgentConfig
+
+    def local_agent(task: str) -> AgentBuilder:
+        return sample_agent(task)
+
+    local = python_of([], AgentConfig(), {}, [], None, local_agent)
+    assert "builder=local_agent,  # defined where it cannot be imported" in local
+    unnamed = python_of([], AgentConfig(), {}, [], None, lambda t: sample_agent(t))
+    assert "builder=YOUR_FACTORY,  # a <lambda>" in unnamed
+    assert "define it as a module-level function" in unnamed

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -10,30 +9,11 @@ from typing import Any
 from .. import facts as f
 from ..types import TERMINAL_STATES, State
 from ._mpl import figure
+from .layout import LABEL_FONT, LABEL_PAD, STATE_FONT, STATE_PAD, lay_out, text_size
 
 __all__ = ["path_of", "state_diagram", "to_mermaid"]
 
 Edge = tuple[str, str]
-
-LAYOUT: dict[str, tuple[float, float]] = {
-    State.Idle: (0.0, 3.0),
-    State.Planning: (3.2, 3.0),
-    State.Done: (3.2, 6.2),
-    State.Error: (3.2, -0.4),
-    State.WaitingForHuman: (7.0, 5.8),
-    State.Acting: (7.0, 4.0),
-    State.ParallelActing: (7.0, 2.0),
-    State.Reflecting: (7.0, 0.0),
-    State.Observing: (10.6, 3.0),
-}
-
-
-CURVES: dict[Edge, float] = {
-    (State.Observing, State.Planning): -0.42,
-    (State.Reflecting, State.Planning): 0.25,
-    (State.Acting, State.Error): -0.15,
-}
-"""Edges of the default layout bent around the states in their way."""
 
 
 def path_of(facts: Iterable[Any]) -> Counter[tuple[str, str, str]]:
@@ -62,111 +42,86 @@ def to_mermaid(
     return "\n".join(lines)
 
 
-def _positions(states: Iterable[str]) -> dict[str, tuple[float, float]]:
-    pos = {s: LAYOUT[s] for s in states if s in LAYOUT}
-    extra = sorted(s for s in states if s not in LAYOUT)
-    for i, name in enumerate(extra):
-        pos[name] = (1.4 + i * 2.6, -1.2)
-    return pos
-
-
 def state_diagram(
     table: Mapping[tuple[str, str], str],
     path: Counter[tuple[str, str, str]] | None = None,
     title: str = "",
 ) -> Any:
-    """A matplotlib Figure of the table; a run's `path` is drawn thick, with counts."""
+    """A matplotlib Figure of the table, laid out by a layered graph layout (`layout.py`) in
+    which every edge label is a box of its own, so that no two labels overlap; a run's `path`
+    is drawn thick, with counts. Texts carry a gid ("state", "edge-label") for checks."""
     states = {State.Idle, *(s for s, _ in table), *table.values()}
-    pos = _positions(states)
     edges: dict[Edge, list[str]] = {}
     for (src, event), dst in table.items():
-        edges.setdefault((src, dst), []).append(event)
+        edges.setdefault((str(src), str(dst)), []).append(str(event))
     taken: Counter[Edge] = Counter()
     for (src, _, dst), n in (path or Counter()).items():
-        taken[(src, dst)] += n
+        taken[(str(src), str(dst))] += n
     visited = {s for edge in taken for s in edge}
-    xs = [p[0] for p in pos.values()]
-    ys = [p[1] for p in pos.values()]
-    fig = figure(max(9.0, (max(xs) - min(xs)) * 1.0 + 2.6), (max(ys) - min(ys)) * 1.0 + 1.8)
-    ax = fig.add_subplot()
-    ax.set_xlim(min(xs) - 1.3, max(xs) + 1.3)
-    ax.set_ylim(min(ys) - 0.9, max(ys) + 0.9)
+    labels = {
+        edge: "\n".join(events) + (f"  ×{taken[edge]}" if taken.get(edge) else "")
+        for edge, events in edges.items()
+    }
+    placed = lay_out(
+        {str(s): text_size(str(s), STATE_FONT, bold=True, pad=STATE_PAD) for s in states},
+        {edge: text_size(label, LABEL_FONT, pad=LABEL_PAD) for edge, label in labels.items()},
+    )
+    top = 22.0 if title else 0.0
+    (x0, y0), (x1, y1) = placed.bounds(margin=12.0)
+    fig = figure((x1 - x0) / 72, (y1 - y0 + top) / 72)  # one unit is one point
+    ax = fig.add_axes((0.0, 0.0, 1.0, 1.0))
+    ax.set_xlim(x0, x1)
+    ax.set_ylim(y1 + top, y0)  # layers go down the page
     ax.axis("off")
-    ax.set_aspect("equal")
     if title:
-        ax.set_title(title, fontsize=11)
+        ax.text((x0 + x1) / 2, y0 - top / 2, title, ha="center", va="center", fontsize=11)
     hot, cold = "#e4572e", "#8d99ae"
-    for (src, dst), events in edges.items():
-        n = taken.get((src, dst), 0)
+    for edge, label in labels.items():
+        n = taken.get(edge, 0)
         colour, width = (hot, 2.6) if n else (cold, 1.0)
-        label = " | ".join(events) + (f"  ×{n}" if n else "")
-        (x1, y1), (x2, y2) = pos[src], pos[dst]
-        if src == dst:
-            ax.annotate(
-                "",
-                xy=(x1 - 0.62, y1 - 0.28),
-                xytext=(x1 - 0.62, y1 + 0.28),
-                arrowprops={
-                    "arrowstyle": "-|>",
-                    "color": colour,
-                    "lw": width,
-                    "connectionstyle": "arc3,rad=1.4",
-                },
-            )
-            ax.text(
-                x1 - 0.95,
-                y1 + 0.55,
-                label.replace(" | ", "\n"),
-                ha="right",
-                fontsize=6.5,
-                color=colour,
-            )
-            continue
-        short = math.hypot(x2 - x1, y2 - y1) < 2.5
-        rad = CURVES.get((src, dst), (0.7 if short else 0.25) if (dst, src) in edges else 0.08)
+        points = placed.routes[edge]
+        xs, ys = [p[0] for p in points], [p[1] for p in points]
+        ax.plot(xs[:-1], ys[:-1], color=colour, lw=width, solid_capstyle="round")
         ax.annotate(
             "",
-            xy=(x2, y2),
-            xytext=(x1, y1),
+            xy=points[-1],
+            xytext=points[-2],
             arrowprops={
                 "arrowstyle": "-|>",
                 "color": colour,
                 "lw": width,
-                "shrinkA": 34,
-                "shrinkB": 34,
-                "connectionstyle": f"arc3,rad={rad}",
+                "shrinkA": 0,
+                "shrinkB": 0,
             },
         )
-        dx, dy = x2 - x1, y2 - y1
-        mx, my = (x1 + x2) / 2 + rad * dy / 2, (y1 + y2) / 2 - rad * dx / 2  # the arc's middle
-        if math.hypot(dx, dy) < 2.5:
-            label = label.replace(" | ", "\n")
+        x, y = placed.labels[edge]
         ax.text(
-            mx,
-            my,
+            x,
+            y,
             label,
             ha="center",
             va="center",
-            fontsize=6.5,
+            fontsize=LABEL_FONT,
             color=colour,
-            bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.85},
+            gid="edge-label",
+            bbox={"boxstyle": f"round,pad={LABEL_PAD}", "fc": "white", "ec": "none"},
         )
-    for name, (x, y) in pos.items():
+    for name, (x, y) in placed.states.items():
         terminal = name in TERMINAL_STATES
         face = "#ffd9b3" if name in visited else ("#e9ecef" if terminal else "white")
-        edge = hot if name in visited else "#2b2d42"
         ax.text(
             x,
             y,
             name,
             ha="center",
             va="center",
-            fontsize=9,
+            fontsize=STATE_FONT,
             fontweight="bold",
+            gid="state",
             bbox={
-                "boxstyle": "round,pad=0.45" if not terminal else "square,pad=0.45",
+                "boxstyle": f"{'square' if terminal else 'round'},pad={STATE_PAD}",
                 "fc": face,
-                "ec": edge,
+                "ec": hot if name in visited else "#2b2d42",
                 "lw": 2.0 if name in visited else 1.2,
             },
         )

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..states import AgentState, default_handlers
 from ..types import TERMINAL_STATES, State, as_state
+from .watch import declared_emits
 
 __all__ = ["Problem", "TableReport", "check_table"]
 
@@ -31,6 +33,9 @@ class TableReport:
     problems: tuple[Problem, ...] = field(default_factory=tuple)
     rows: int = 0
     states: tuple[str, ...] = ()
+    unchecked: tuple[str, ...] = ()
+    """States whose handler declares no `emits`: what they return is checked only by running
+    them (`agent_runs`, `AgentMachine`), not here."""
 
     @property
     def ok(self) -> bool:
@@ -41,13 +46,22 @@ class TableReport:
 
     def __str__(self) -> str:
         if self.ok:
-            return f"table ok: {self.rows} rows, {len(self.states)} states, no problems"
-        lines = [f"table has {len(self.problems)} problem(s) ({self.rows} rows):"]
-        lines.extend(f"  - {p}" for p in self.problems)
+            lines = [f"table ok: {self.rows} rows, {len(self.states)} states, no problems"]
+        else:
+            lines = [f"table has {len(self.problems)} problem(s) ({self.rows} rows):"]
+            lines.extend(f"  - {p}" for p in self.problems)
+        if self.unchecked:
+            lines.append(
+                f"not checked statically: the handler of {', '.join(self.unchecked)} declares "
+                "no emits, so the events it returns are unknown until it runs; declare them "
+                "(emits = frozenset({...}) on a handler class) or run generated runs "
+                "(agent_runs), which check every event a handler returns"
+            )
         return "\n".join(lines)
 
     def __repr__(self) -> str:
-        return f"TableReport(ok={self.ok}, problems={len(self.problems)})"
+        unchecked = f", unchecked={list(self.unchecked)}" if self.unchecked else ""
+        return f"TableReport(ok={self.ok}, problems={len(self.problems)}{unchecked})"
 
 
 def _rows(table: Mapping[tuple[str, str], str]) -> dict[tuple[str, str], str]:
@@ -56,16 +70,19 @@ def _rows(table: Mapping[tuple[str, str], str]) -> dict[tuple[str, str], str]:
 
 def check_table(
     table: Mapping[tuple[str, str], str],
-    handlers: Mapping[str, AgentState] | None = None,
+    handlers: Mapping[str, AgentState | Callable[..., Any]] | None = None,
 ) -> TableReport:
     """Check a table (a TransitionTable or any mapping of rows) against handlers (by default
     the built-in ones, plus any given): every non-terminal state is reachable from Idle, every
     state can reach Done or Error, no row leaves a terminal state, every state has a handler,
-    and every event a handler declares in `emits` has a row from its state."""
+    and every event a handler declares in `emits` has a row from its state. Handlers that
+    declare no `emits` (function handlers) are listed in `unchecked`."""
     rows = _rows(table)
-    known = {**default_handlers(), **{as_state(k): v for k, v in (handlers or {}).items()}}
+    known: dict[str, Any] = {**default_handlers()}
+    known.update({as_state(k): v for k, v in (handlers or {}).items()})
     states: set[str] = {State.Idle, *(s for s, _ in rows), *rows.values()}
     problems: list[Problem] = []
+    unchecked: list[str] = []
 
     for (src, event), dst in sorted(rows.items()):
         if src in TERMINAL_STATES:
@@ -133,8 +150,12 @@ def check_table(
             continue
         if state in TERMINAL_STATES:
             continue
+        declared = declared_emits(handler)
+        if declared is None:
+            unchecked.append(state)
+            continue
         accepted = {e for (s, e) in rows if s == state}
-        for event in sorted(set(getattr(handler, "emits", frozenset())) - accepted):
+        for event in sorted(declared - accepted):
             problems.append(
                 Problem(
                     "missing-row",
@@ -144,4 +165,4 @@ def check_table(
                     f"({state}, {event}); the run would stop with InvalidTransition",
                 )
             )
-    return TableReport(tuple(problems), len(rows), tuple(sorted(states)))
+    return TableReport(tuple(problems), len(rows), tuple(sorted(states)), tuple(unchecked))

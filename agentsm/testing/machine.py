@@ -15,6 +15,7 @@ from ..llm.mock import MockLlmCaller
 from ..types import AgentConfig, State
 from .runs import AgentRun, Observation
 from .strategies import llm_responses, sample_agent
+from .watch import watch_handlers
 
 __all__ = ["AgentMachine"]
 
@@ -37,6 +38,7 @@ class AgentMachine(RuleBasedStateMachine):
         agent = type(self).make("a stateful task").config(type(self).config).llm(self.llm)
         agent.on_approval(lambda request: True)
         self.engine = agent.build()
+        self.returned = watch_handlers(self.engine)
         self.observed: list[Observation] = []
         self.engine.observe(
             lambda seq, state, fact, memory: self.observed.append(
@@ -82,13 +84,15 @@ class AgentMachine(RuleBasedStateMachine):
 
     def _run(self) -> AgentRun:
         outcome = "done" if self._finished() else "waiting"
-        return AgentRun(self.engine, list(self.observed), outcome, self.escaped)
+        return AgentRun(
+            self.engine, list(self.observed), outcome, self.escaped, returned=list(self.returned)
+        )
 
     @invariant()
     def keeps_the_invariants(self) -> None:
         problems = [
             p
-            for p in self._run().violations()
+            for p in self._run().violations(replay=False)  # replayed once, at the end
             if not p.startswith(("the run ended in", "the run says it waits", "the run does not"))
         ]
         assert not problems, "\n".join(problems)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import importlib
+import inspect
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..types import AgentConfig, LlmResponse, TokenUsage
 
-__all__ = ["python_of"]
+__all__ = ["builder_spec", "python_of"]
 
 
 def _usage(usage: TokenUsage | None) -> str:
@@ -36,17 +38,57 @@ def _config(config: AgentConfig) -> str:
     return "AgentConfig(" + ", ".join(f"{k}={v!r}" for k, v in changed.items()) + ")"
 
 
+def builder_spec(builder: Callable[..., Any]) -> str | None:
+    """`module:factory` when the factory can be imported back by that name, else None."""
+    module, name = getattr(builder, "__module__", None), getattr(builder, "__qualname__", "")
+    if not module or not name or "<" in name or "." in name:
+        return None
+    try:
+        found = getattr(importlib.import_module(module), name, None)
+    except Exception:  # a module that cannot be imported again cannot be named
+        return None
+    return f"{module}:{name}" if found is builder else None
+
+
+def _builder_lines(builder: Callable[..., Any] | None) -> tuple[list[str], str]:
+    """The import that brings the user's factory in, and the `builder=` argument."""
+    if builder is None:
+        return [], "    builder=None,  # the built-in sample agent"
+    spec = builder_spec(builder)
+    name = getattr(builder, "__name__", "")
+    if spec is not None and not spec.startswith("__main__:"):
+        module, _, factory = spec.partition(":")
+        return [f"from {module} import {factory}"], f"    builder={factory},  # --builder {spec}"
+    if spec is not None:
+        return [], f"    builder={name},  # defined in this script or notebook"
+    where = ""
+    try:
+        where = f" ({inspect.getsourcefile(builder)}:{inspect.getsourcelines(builder)[1]})"
+    except (OSError, TypeError):
+        pass
+    if name.isidentifier():
+        return [], f"    builder={name},  # defined where it cannot be imported{where}"
+    return [], (
+        f"    builder=YOUR_FACTORY,  # a {name or 'callable'}{where} has no name to import: "
+        "define it as a module-level function"
+    )
+
+
 def python_of(
     script: Sequence[Any],
     config: AgentConfig,
     behaviours: Mapping[str, Any],
     decisions: Sequence[Any],
     budget: int | None,
+    builder: Callable[..., Any] | None = None,
 ) -> str:
-    """The `run_inputs(...)` call that reproduces a generated run."""
+    """The `run_inputs(...)` call that reproduces a generated run, with the user's builder
+    imported by name when it can be."""
+    imports, builder_line = _builder_lines(builder)
     lines = [
         "from agentsm import AgentConfig, LlmResponse, TokenUsage, ToolCall",
         "from agentsm.testing import ToolBehaviour, run_inputs",
+        *imports,
         "",
         "run = run_inputs(",
         "    script=[",
@@ -56,8 +98,9 @@ def python_of(
         f"    tools={dict(behaviours)!r},",
         f"    decisions={list(decisions)!r},",
         f"    budget={budget!r},",
-        "    builder=None,  # or your make_agent",
+        builder_line,
         ")",
+        "# run.save('failing-run.db')  # then: agentsm show --db failing-run.db",
         "run.assert_invariants()",
     ]
     return "\n".join(lines)

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import importlib
+import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from eventstore import NewEvent, SQLiteEventStore
 
 from .. import facts as f
 from ..engine import AgentEngine
@@ -14,6 +18,7 @@ from ..facts import OWNERS, Fact
 from ..memory import AgentMemory, apply, fold_with_state
 from ..trace import Trace
 from ..types import TERMINAL_STATES, State, as_state
+from .watch import Returned, event_problems
 
 if TYPE_CHECKING:
     from ..builder import AgentBuilder
@@ -47,15 +52,18 @@ class AgentRun:
     escaped: BaseException | None = None
     source: str = ""
     replay_builder: Callable[[str], AgentBuilder] | None = None
+    returned: Returned = field(default_factory=list)
+    """(state, event) for each event a handler returned, in order (see `watch_handlers`)."""
 
     @property
     def trace(self) -> Trace:
         return self.engine.trace()
 
-    def violations(self) -> list[str]:
-        """Every invariant the run breaks, one sentence each (empty when it keeps them all)."""
-        problems: list[str] = []
+    def violations(self, *, replay: bool = True) -> list[str]:
+        """Every invariant the run breaks, one sentence each (empty when it keeps them all);
+        `replay=False` leaves out replaying the run (the costliest check)."""
         engine, table = self.engine, self.engine.table
+        problems = event_problems(self.returned, table, engine.handlers)  # the likeliest cause
         config = engine.definition.config
         if self.escaped is not None:
             problems.append(
@@ -98,7 +106,8 @@ class AgentRun:
         if transitions > cap:
             problems.append(f"{transitions} transitions, more than the safety cap {cap}")
         problems.extend(self._memory_rules(entries))
-        problems.extend(self._replay_rule())
+        if replay:
+            problems.extend(self._replay_rule())
         return problems
 
     def _memory_rules(self, entries: list[Any]) -> list[str]:
@@ -149,6 +158,29 @@ class AgentRun:
             return []
         report = replay.replay_run(self.engine.store, self.engine.run_id, self.replay_builder)
         return [] if report.identical else [f"the run does not replay identical: {report}"]
+
+    def save(self, path: str | Path) -> str:
+        """Copy this run's log into the SQLite database at `path` (created when missing), to
+        open it with `agentsm show RUN --db path` or `agentsm replay`; returns the run id."""
+        source, run_id = self.engine.store, self.engine.run_id
+        record = source.run(run_id)
+        events = [
+            NewEvent(e.kind, e.payload, json.dumps(e.meta), e.recorded_at, e.version)
+            for e in source.read(run_id)
+        ]
+        target = SQLiteEventStore(path)
+        try:
+            target.create_run(
+                run_id,
+                record.task,
+                info=record.info,
+                created_at=record.created_at,
+                events=events,
+                status=record.status,
+            )
+        finally:
+            target.close()
+        return run_id
 
     def assert_invariants(self) -> None:
         """Raise AssertionError naming every broken invariant and how to reproduce the run."""

@@ -11,11 +11,13 @@ from typing import Any
 from hypothesis import strategies as st
 
 from ..builder import AgentBuilder
+from ..context import ToolRunner
 from ..llm.mock import MockLlmCaller
 from ..tools import ToolOutcome, ToolRegistry, tool
 from ..types import AgentConfig, LlmResponse, TokenBudget, TokenUsage, ToolCall
 from .reproduce import python_of
 from .runs import AgentRun, run_engine
+from .watch import watch_handlers
 
 __all__ = [
     "ToolBehaviour",
@@ -44,6 +46,13 @@ class ToolBehaviour:
         return f"ToolBehaviour({self.kind!r}, {self.value!r})"
 
 
+def texts(max_size: int) -> st.SearchStrategy[str]:
+    """Any text a model or a tool may produce (no lone surrogates). Characters are drawn by
+    Unicode category, not by codec: hypothesis works a codec's character set out once per
+    project, a second of CPU a fresh project would pay."""
+    return st.text(st.characters(exclude_categories=["Cs"]), max_size=max_size)
+
+
 def usages() -> st.SearchStrategy[TokenUsage | None]:
     """Token usage of one LLM call, or none reported."""
     return st.none() | st.builds(
@@ -54,7 +63,7 @@ def usages() -> st.SearchStrategy[TokenUsage | None]:
 def _args() -> st.SearchStrategy[dict[str, Any]]:
     return st.dictionaries(
         st.sampled_from(["key", "url", "n", "text"]),
-        st.one_of(st.text(max_size=6), st.integers(0, 9)),
+        st.one_of(texts(6), st.integers(0, 9)),
         max_size=2,
     )
 
@@ -78,7 +87,7 @@ def llm_responses(tool_names: Sequence[str]) -> st.SearchStrategy[Any]:
     )
     answer = st.builds(
         lambda t, u: LlmResponse.final_answer(t, usage=u),
-        st.text(max_size=40) | st.just("A complete answer, long enough to keep."),
+        texts(40) | st.just("A complete answer, long enough to keep."),
         usages(),
     )
     failure = st.sampled_from(
@@ -103,7 +112,7 @@ def llm_scripts(tool_names: Sequence[str], max_size: int = 12) -> st.SearchStrat
 def tool_behaviours() -> st.SearchStrategy[ToolBehaviour]:
     """Success (with some text), an exception, a timeout, or a slow success."""
     return st.one_of(
-        st.builds(lambda v: ToolBehaviour("success", v), st.text(max_size=12)),
+        st.builds(lambda v: ToolBehaviour("success", v), texts(12)),
         st.just(ToolBehaviour("exception", "tool broke")),
         st.just(ToolBehaviour("timeout")),
         st.just(ToolBehaviour("slow")),
@@ -115,7 +124,7 @@ def approval_decisions() -> st.SearchStrategy[Any]:
     return st.one_of(
         st.just(True),
         st.just(False),
-        st.fixed_dictionaries({"key": st.text(max_size=4)}),
+        st.fixed_dictionaries({"key": texts(4)}),
         st.none(),
     )
 
@@ -144,42 +153,48 @@ async def _behave(behaviour: ToolBehaviour) -> str:
     return behaviour.value
 
 
+@tool(name="lookup")
+async def _lookup(key: str) -> str:
+    """Look a key up."""
+    return f"value of {key}"
+
+
+@tool(name="fetch")
+def _fetch(url: str, n: int = 1) -> str:
+    """Fetch a URL n times."""
+    return f"{url} x{n}"
+
+
+@tool(name="ping", idempotent=True)
+async def _ping() -> str:
+    """Ping."""
+    return "pong"
+
+
+@tool(name=BLACKLISTED_TOOL)
+def _forbidden(text: str = "") -> str:
+    """Never allowed."""
+    return "ran"
+
+
 def sample_agent(task: str) -> AgentBuilder:
     """The agent generated runs use when no builder is given: tools of every shape (async,
-    sync with a default, idempotent, blacklisted) and one that needs approval."""
-
-    @tool
-    async def lookup(key: str) -> str:
-        """Look a key up."""
-        return f"value of {key}"
-
-    @tool
-    def fetch(url: str, n: int = 1) -> str:
-        """Fetch a URL n times."""
-        return f"{url} x{n}"
-
-    @tool(idempotent=True)
-    async def ping() -> str:
-        """Ping."""
-        return "pong"
-
-    @tool(name=BLACKLISTED_TOOL)
-    def forbidden(text: str = "") -> str:
-        """Never allowed."""
-        return "ran"
-
+    sync with a default, idempotent, blacklisted) and one that needs approval (made once, at
+    import: a tool's schema is worked out from its signature, which is not free)."""
     return (
         AgentBuilder(task)
-        .tool(lookup)
-        .tool(fetch)
-        .tool(ping)
-        .tool(forbidden)
+        .tool(_lookup)
+        .tool(_fetch)
+        .tool(_ping)
+        .tool(_forbidden)
         .blacklist_tool(BLACKLISTED_TOOL)
         .require_approval("fetch")
     )
 
 
-def _runner(tools: ToolRegistry, behaviours: dict[str, ToolBehaviour], timeout: float) -> Any:
+def _runner(
+    tools: ToolRegistry, behaviours: dict[str, ToolBehaviour], timeout: float
+) -> ToolRunner:
     """Calls get the generated behaviour instead of running the user's tool; unknown tools and
     invalid arguments are refused by the registry exactly as in a real run."""
 
@@ -198,28 +213,29 @@ def _runner(tools: ToolRegistry, behaviours: dict[str, ToolBehaviour], timeout: 
     return run
 
 
-@st.composite
 def agent_runs(
-    draw: st.DrawFn,
     builder: Callable[[str], AgentBuilder] | None = None,
     *,
     max_script: int = 12,
     config: st.SearchStrategy[AgentConfig] | None = None,
     behaviours: st.SearchStrategy[ToolBehaviour] | None = None,
-) -> AgentRun:
+) -> st.SearchStrategy[AgentRun]:
     """Finished runs of the real engine: the user's agent (`builder(task)`, or a built-in one)
     driven by a generated LLM script, tool outcomes, approvals, config and budget. `config` and
     `behaviours` narrow what is generated (default: `configs()`, `tool_behaviours()`)."""
-    make = builder or sample_agent
-    task = "a generated task"
-    names = make(task).tools.names()
-    script = draw(llm_scripts(names, max_script), label="script")
-    chosen = draw(configs() if config is None else config, label="config")
+    names = (builder or sample_agent)("a generated task").tools.names()
     kinds = tool_behaviours() if behaviours is None else behaviours
-    outcomes = {n: draw(kinds, label=f"tool {n}") for n in names}
-    decisions = draw(st.lists(approval_decisions(), max_size=4), label="decisions")
-    budget = draw(st.none() | st.integers(50, 1500), label="budget")
-    return run_inputs(script, chosen, outcomes, decisions, budget, builder=builder)
+
+    @st.composite
+    def runs(draw: st.DrawFn) -> AgentRun:
+        script = draw(llm_scripts(names, max_script), label="script")
+        chosen = draw(configs() if config is None else config, label="config")
+        outcomes = {n: draw(kinds, label=f"tool {n}") for n in names}
+        decisions = draw(st.lists(approval_decisions(), max_size=4), label="decisions")
+        budget = draw(st.none() | st.integers(50, 1500), label="budget")
+        return run_inputs(script, chosen, outcomes, decisions, budget, builder=builder)
+
+    return runs()
 
 
 def run_inputs(
@@ -232,19 +248,44 @@ def run_inputs(
 ) -> AgentRun:
     """Run the agent (`builder(task)`, or the built-in one) on these inputs through the real
     engine; what `agent_runs` draws, and what its failure reports print."""
-    make = builder or sample_agent
+    return drive(
+        builder or sample_agent,
+        config,
+        None if budget is None else TokenBudget(max_total_tokens=budget),
+        script,
+        decisions,
+        lambda registry: _runner(registry, dict(tools), config.tool_timeout or 0.05),
+        python_of(script, config, tools, decisions, budget, builder),
+    )
+
+
+def drive(
+    make: Callable[[str], AgentBuilder],
+    config: AgentConfig,
+    budget: TokenBudget | None,
+    script: Sequence[Any],
+    decisions: Sequence[Any],
+    runner: Callable[[ToolRegistry], ToolRunner],
+    source: str,
+    task: str = "a generated task",
+) -> AgentRun:
+    """Run `make(task)` with this config and budget on a scripted LLM, the human's answers in
+    order (approve once they run out) and tool calls served by `runner(registry)`, through the
+    real engine, watching every fact and every event its handlers return."""
 
     def configured(t: str) -> AgentBuilder:
         agent = make(t).config(config)
         if budget is not None:
-            agent.budget(TokenBudget(max_total_tokens=budget))
+            agent.budget(budget)
         return agent
 
     answers = iter(decisions)
-    agent = configured("a generated task").llm(MockLlmCaller(list(script)))
+    agent = configured(task).llm(MockLlmCaller(list(script)))
     agent.on_approval(lambda request: next(answers, True))
-    agent.tool_runner(_runner(agent.tools, dict(tools), config.tool_timeout or 0.05))
+    agent.tool_runner(runner(agent.tools))
     engine = agent.build()
+    returned = watch_handlers(engine)
     observed, outcome, escaped = run_engine(engine)
-    source = python_of(script, config, tools, decisions, budget)
-    return AgentRun(engine, observed, outcome, escaped, source, replay_builder=configured)
+    return AgentRun(
+        engine, observed, outcome, escaped, source, replay_builder=configured, returned=returned
+    )
