@@ -8,6 +8,7 @@ from typing import Any
 
 from eventstore import EventStore, NewEvent, StoreError
 
+from .catalog import summary_of
 from .codec import value_problem
 from .errors import OwnershipViolation, UnrecordableFact
 from .facts import FACTS, OWNERS, Fact
@@ -88,7 +89,12 @@ class Recorder:
         """Add the run to the catalog with the buffered facts in one transaction, so that no
         reader sees the run before its first facts and a crash leaves no empty run."""
         self.store.create_run(
-            self.run_id, task, created_at=created_at, events=self._pending, status=status
+            self.run_id,
+            task,
+            created_at=created_at,
+            events=self._pending,
+            status=status,
+            summary=summary_of(self.memory),
         )
         self.seq = len(self._pending)
         self._pending.clear()
@@ -106,7 +112,12 @@ class Recorder:
             self.store.claim(self.run_id)
             self._claimed = True
         self.seq = self.store.append(
-            self.run_id, self.seq, self._pending, status=status, durable=effect or handed_back
+            self.run_id,
+            self.seq,
+            self._pending,
+            status=status,
+            durable=effect or handed_back,
+            summary=summary_of(self.memory),
         )
         self._pending.clear()
         if handed_back:

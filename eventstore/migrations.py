@@ -114,11 +114,33 @@ def _m004_run_drivers(db: sqlite_utils.Database) -> None:
         db.execute(f"ALTER TABLE runs ADD COLUMN {column} {kind}")
 
 
+def _m005_run_summaries(db: sqlite_utils.Database) -> None:
+    """What a listing shows of a run, kept in the catalog (written with its facts), and the
+    indexes of the listing filters. Runs logged before have NULL `steps` until their summary is
+    back-filled (by the agent side, which can fold them: see `agentsm.catalog.backfill`)."""
+    runs = db.table("runs")
+    for column, kind in (
+        ("steps", int),
+        ("input_tokens", int),
+        ("output_tokens", int),
+        ("cost", float),
+        ("model", str),
+        ("answer", str),
+        ("error", str),
+    ):
+        runs.add_column(column, kind)
+    runs.create_index(["status", "updated_at"])
+    runs.create_index(["updated_at"])
+    runs.create_index(["created_at"])
+    runs.create_index(["model"])
+
+
 MIGRATIONS: list[tuple[int, str, Callable[[sqlite_utils.Database], None]]] = [
     (1, "initial", _m001_initial),
     (2, "append-only inserts", _m002_append_only_inserts),
     (3, "event hashes", _m003_event_hashes),
     (4, "run drivers", _m004_run_drivers),
+    (5, "run summaries", _m005_run_summaries),
 ]
 LATEST = MIGRATIONS[-1][0]
 

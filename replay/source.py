@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from agentsm import AgentBuilder, BuildError
+from agentsm.catalog import backfill
 from agentsm.facts import RunStarted
-from eventstore import AmbiguousRunId, EventStore, SQLiteEventStore
+from eventstore import EventStore, SQLiteEventStore
 
 from .errors import BuilderRequired
 
@@ -34,24 +35,37 @@ prompts, config, table and handlers. Replay supplies the LLM and the store."""
 
 def open_store(db: StoreLike, *, read_only: bool = False) -> EventStore:
     """The store itself, or an existing SQLite log at that path (never a new empty one);
-    `read_only` opens the file so that nothing can be written to it."""
-    if isinstance(db, str | Path):
-        return SQLiteEventStore(db, create=False, read_only=read_only)
-    return db
+    `read_only` opens the file so that nothing can be written to it. A log from an older
+    release (runs without a catalog summary) that the user may write is migrated and its
+    summaries back-filled once (`agentsm.catalog.backfill`), so that listings never fold a
+    run; an up-to-date log opened `read_only` is never written."""
+    if not isinstance(db, str | Path):
+        return db
+    store = SQLiteEventStore(db, create=False, read_only=read_only)
+    if read_only and not (store.unsummarized() and _writable(Path(db))):
+        return store
+    if read_only:
+        store.close()
+        store = SQLiteEventStore(db, create=False)
+    try:
+        backfill(store)
+    except BaseException:
+        store.close()
+        raise
+    if not read_only:
+        return store
+    store.close()
+    return SQLiteEventStore(db, create=False, read_only=True)
+
+
+def _writable(path: Path) -> bool:
+    """Whether this user may write the log (and its directory, for the -wal and -shm files)."""
+    return path.is_file() and os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)
 
 
 def resolve_run(store: EventStore, run_id: str) -> str:
-    """The full id of a run given its id or a unique prefix of it."""
-    ids = [r.run_id for r in store.runs()]
-    if run_id in ids:
-        return run_id
-    matches = [i for i in ids if i.startswith(run_id)] if run_id else []
-    if len(matches) == 1:
-        return matches[0]
-    if len(matches) > 1:
-        raise AmbiguousRunId(run_id, matches)
-    store.run(run_id)  # raises UnknownRun with the closest ids
-    return run_id  # pragma: no cover
+    """The full id of a run given its id or a unique prefix of it (through the id index)."""
+    return store.resolve(run_id)
 
 
 def load_builder(spec: str) -> Builder:
