@@ -135,12 +135,29 @@ def _m005_run_summaries(db: sqlite_utils.Database) -> None:
     runs.create_index(["model"])
 
 
+def _m006_event_search(db: sqlite_utils.Database) -> None:
+    """Full-text search over the events' payloads: an FTS5 index with `events` as its content
+    (the text is not stored twice), filled with the events logged so far and kept up to date by
+    a trigger on insert, in the transaction that appends the events. The same table and trigger
+    that sqlite-utils' `enable_fts(["payload"], create_triggers=True)` makes (written here as
+    statements, since its script would commit the migration's transaction half-way), so
+    `sqlite-utils search LOG events TEXT` works too. Events are never updated or deleted, so
+    no other trigger is needed."""
+    db.execute("CREATE VIRTUAL TABLE events_fts USING FTS5 (payload, content=[events])")
+    db.execute("INSERT INTO events_fts (rowid, payload) SELECT rowid, payload FROM events")
+    db.execute(
+        "CREATE TRIGGER events_ai AFTER INSERT ON events BEGIN "
+        "INSERT INTO events_fts (rowid, payload) VALUES (new.rowid, new.payload); END"
+    )
+
+
 MIGRATIONS: list[tuple[int, str, Callable[[sqlite_utils.Database], None]]] = [
     (1, "initial", _m001_initial),
     (2, "append-only inserts", _m002_append_only_inserts),
     (3, "event hashes", _m003_event_hashes),
     (4, "run drivers", _m004_run_drivers),
     (5, "run summaries", _m005_run_summaries),
+    (6, "event search", _m006_event_search),
 ]
 LATEST = MIGRATIONS[-1][0]
 

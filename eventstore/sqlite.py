@@ -338,6 +338,32 @@ class SQLiteEventStore:
         )
         return [r[0] for r in rows]
 
+    def search(
+        self, text: str, *, kinds: Sequence[str] | None = None, limit: int = 50
+    ) -> list[tuple[str, int, str, str]]:
+        """The events whose payload holds every word of `text` (full-text, best match first):
+        `(run_id, seq, kind, snippet)`, the snippet marking the words found with [ ]; only
+        events of `kinds` when given. A log from before the index finds nothing."""
+        words = text.split()
+        if not words or "events_fts" not in self._tables():
+            return []
+        query = " ".join('"' + w.replace('"', '""') + '"' for w in words)
+        sql = (
+            "SELECT e.run_id, e.seq, e.kind, snippet(events_fts, 0, '[', ']', '…', 16) "
+            "FROM events_fts JOIN events e ON e.rowid = events_fts.rowid "
+            "WHERE events_fts MATCH ?"
+        )
+        args: list[Any] = [query]
+        if kinds is not None:
+            sql += f" AND e.kind IN ({', '.join('?' * len(kinds))})"
+            args.extend(kinds)
+        sql += " ORDER BY rank LIMIT ?"
+        args.append(limit)
+        return [(r[0], r[1], r[2], r[3]) for r in self._rows(sql, tuple(args))]
+
+    def _tables(self) -> set[str]:
+        return {r[0] for r in self._rows("SELECT name FROM sqlite_master WHERE type = 'table'")}
+
     def set_summary(self, run_id: str, summary: RunSummary) -> None:
         """Write a run's summary in the catalog (a back-fill: a recorder writes it with the
         facts, through `create_run` and `append`)."""

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from agentsm import AgentBuilder, BuildError
+from agentsm import AgentBuilder, BuildError, State
 from agentsm.catalog import backfill
 from agentsm.facts import RunStarted
 from eventstore import EventStore, SQLiteEventStore
@@ -118,8 +118,12 @@ def builder_needs(definition: RunStarted) -> list[str]:
     """What of a recorded agent lives only in the user's code, so that replaying or branching
     the run without the user's builder would run another agent."""
     needs = []
-    if definition.custom_handlers:
-        needs.append(f"its own handlers for {', '.join(definition.custom_handlers)}")
+    builtin = [s for s in definition.custom_handlers if s in set(State)]
+    custom = [s for s in definition.custom_handlers if s not in set(State)]
+    if custom:
+        needs.append(f"custom state{'s' if len(custom) > 1 else ''} {', '.join(custom)}")
+    if builtin:
+        needs.append(f"its own handlers for {', '.join(builtin)}")
     if definition.custom_table:
         needs.append("a custom transition table")
     if definition.redactions:
