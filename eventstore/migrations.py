@@ -117,7 +117,8 @@ def _m004_run_drivers(db: sqlite_utils.Database) -> None:
 def _m005_run_summaries(db: sqlite_utils.Database) -> None:
     """What a listing shows of a run, kept in the catalog (written with its facts), and the
     indexes of the listing filters. Runs logged before have NULL `steps` until their summary is
-    back-filled (by the agent side, which can fold them: see `agentsm.catalog.backfill`)."""
+    back-filled (by the agent side, which can fold them: see `agentsm.catalog.backfill`); a
+    partial index finds them without scanning the catalog."""
     runs = db.table("runs")
     for column, kind in (
         ("steps", int),
@@ -133,6 +134,7 @@ def _m005_run_summaries(db: sqlite_utils.Database) -> None:
     runs.create_index(["updated_at"])
     runs.create_index(["created_at"])
     runs.create_index(["model"])
+    db.execute("CREATE INDEX runs_unsummarized ON runs (run_id) WHERE steps IS NULL")
 
 
 def _m006_event_search(db: sqlite_utils.Database) -> None:

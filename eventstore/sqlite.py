@@ -333,10 +333,10 @@ class SQLiteEventStore:
         if not self._summarized():
             return [r[0] for r in self._rows("SELECT run_id FROM runs ORDER BY created_at, rowid")]
         rows = self._rows(
-            "SELECT run_id FROM runs WHERE steps IS NULL AND last_seq > 0 "
-            "ORDER BY created_at, rowid"
+            "SELECT run_id, created_at FROM runs INDEXED BY runs_unsummarized "
+            "WHERE steps IS NULL AND last_seq > 0"
         )
-        return [r[0] for r in rows]
+        return [r[0] for r in sorted(rows, key=lambda r: r[1])]
 
     def search(
         self, text: str, *, kinds: Sequence[str] | None = None, limit: int = 50
