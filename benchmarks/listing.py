@@ -127,9 +127,7 @@ def main() -> None:
             )
         )
         best = min(best, time.perf_counter() - started)
-    print(
-        f"in-process  select(status=error, since=2h, task, model, limit=50): {best * 1000:.1f} ms"
-    )
+    print(f"in-process  select(error, 2h, task, model, limit 50): {best * 1000:.1f} ms")
     print(f"            {len(found)} runs of {total:,}")
     line = [*COMMAND, "--model", "gpt-4o", "--db", str(db)]
     best = float("inf")
