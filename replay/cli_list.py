@@ -232,12 +232,18 @@ def search(text: str, limit: int, fmt: str | None) -> None:
     for run_id, seq, kind, snippet in hits:
         listing.add(
             {"run_id": run_id, "seq": seq, "kind": kind, "snippet": snippet},
-            [run_id, str(seq), kind, snippet],
+            [run_id, str(seq), kind, _around_match(snippet)],
         )
     listing.emit(fmt)
     if fmt is None:
         runs_hit = len({h[0] for h in hits})
         click.echo(f"\n{plural(len(hits), 'fact')} in {plural(runs_hit, 'run')}", err=True)
+
+
+def _around_match(snippet: str, before: int = 24) -> str:
+    """The snippet from a little before its first match, so that a cut table cell shows it."""
+    at = snippet.find("[")
+    return snippet if at <= before else "…" + snippet[at - before :]
 
 
 def _stats(store: EventStore, since: float | None) -> dict[str, Any]:
