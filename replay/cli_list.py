@@ -185,7 +185,7 @@ def runs(
                 f"${s.cost:.4f}" if s.cost is not None else "",
                 s.model or "",
                 when(r.created_at),
-                f"{r.updated_at - r.created_at:.2f}s",
+                f"{r.updated_at - r.created_at:.2f}s" if r.updated_at >= r.created_at else "",
                 f"{r.parent_id}@{r.branch_seq}" if r.parent_id else "",
                 s.answer or (f"error: {s.error}" if s.error else ""),
             ],
