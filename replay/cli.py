@@ -74,9 +74,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(e.exit_code)
     except SystemExit as e:
         return e.code if isinstance(e.code, int) else 0 if e.code is None else 1
+    except click.exceptions.NoArgsIsHelpError as e:
+        print(e.ctx.get_help() if e.ctx else "")  # `agentsm` alone: the overview
+        return 0
     except click.ClickException as e:
         where = e.ctx.command_path if isinstance(e, click.UsageError) and e.ctx else "agentsm"
-        print(f"agentsm: {printable(e.format_message())}; see {where} --help.", file=sys.stderr)
+        message = " ".join(e.format_message().split()).rstrip(".")
+        joint = " " if message.endswith("?") else "; "
+        print(f"agentsm: {printable(message)}{joint}see {where} --help.", file=sys.stderr)
         return 2
     except click.Abort:
         print("agentsm: interrupted.", file=sys.stderr)

@@ -106,6 +106,25 @@ RUN_COLUMNS = (
 )
 
 
+RUN_KEYS = (
+    "run_id",
+    "task",
+    "status",
+    "steps",
+    "input_tokens",
+    "output_tokens",
+    "cost",
+    "model",
+    "created_at",
+    "updated_at",
+    "parent_id",
+    "branch_seq",
+    "answer",
+    "error",
+)
+"""The fields of a run in `runs --json` and `--csv`."""
+
+
 def run_record(r: RunRecord) -> dict[str, Any]:
     """A run as plain data (what `runs --json` and `--csv` give)."""
     s = r.summary
@@ -170,7 +189,7 @@ def runs(
         filtered = any(x is not None for x in (status, since, task, model))
         click.echo(f"No runs{' match' if filtered else ''} in {shown(db_path())}.")
         return
-    listing = Listing(RUN_COLUMNS, list(run_record(records[0]) if records else {}))
+    listing = Listing(RUN_COLUMNS, RUN_KEYS)
     placed = _tree(records) if tree else [(r, 0) for r in records]
     for r, depth in placed:
         s = r.summary

@@ -69,6 +69,13 @@ def test_version_and_options_before_or_after_the_command(
     assert before == after == from_env and before[0] == 0
     code, _, err = run(capsys, "runs", "--limit", "many")
     assert code == 2 and err.count("\n") == 1 and "agentsm runs --help" in err
+    code, out, _ = run(capsys)
+    assert code == 0 and out.startswith("Usage: agentsm") and "search" in out
+    code, _, err = run(capsys, "runn")
+    assert (
+        code == 2
+        and err == "agentsm: No such command 'runn'. Did you mean 'runs'? see agentsm --help.\n"
+    )
 
 
 @pytest.mark.parametrize(
@@ -97,6 +104,10 @@ def test_runs_lists_the_catalog_as_json_and_csv_the_same_as_the_fold(
     code, out, _ = run(capsys, "runs", "--db", log["db"], "--csv")
     rows = list(csv.DictReader(io.StringIO(out)))
     assert [r["run_id"] for r in rows] == list(listed) and rows[0]["status"] == "done"
+    code, out, _ = run(capsys, "runs", "--db", log["db"], "--csv", "--status", "aborted")
+    assert out.startswith("run_id,task,status,steps,") and out.count("\n") == 1
+    code, out, _ = run(capsys, "runs", "--db", log["db"], "--json", "--status", "aborted")
+    assert json.loads(out) == []
 
 
 def test_runs_never_reads_a_log(
