@@ -164,3 +164,27 @@ def test_a_legacy_log_the_user_may_not_write_is_listed_without_summaries(tmp_pat
         assert records and all(r.summary == RunSummary() for r in records)
         assert store.unsummarized() == [r.run_id for r in records]
         assert store.runs(model="gpt-4o") == []
+
+
+def test_search_indexes_a_fact_in_the_transaction_that_appends_it(tmp_path: Path) -> None:
+    store = SQLiteEventStore(tmp_path / "log.db")
+    store.create_run("r", "t", events=[NewEvent("Said", '{"text": "first zebra"}')])
+    with pytest.raises(ConcurrencyError):
+        store.append("r", 0, [NewEvent("Said", '{"text": "refused okapi"}')])
+    store.append("r", 1, [NewEvent("Said", '{"text": "second zebra"}')])
+    assert store.search("okapi") == []  # rolled back with its append
+    assert [(h[1], h[3]) for h in store.search("zebra second")] == [
+        (2, '{"text": "[second] [zebra]"}')
+    ]
+    assert sorted(h[1] for h in store.search("zebra", kinds=["Said"])) == [1, 2]
+    assert store.search("zebra", kinds=["Other"]) == [] and store.search('"') == []
+
+
+def test_the_migration_indexes_the_facts_logged_before_it(tmp_path: Path) -> None:
+    db = tmp_path / "legacy.db"
+    shutil.copy(LEGACY / "legacy-0.1.0.db", db)
+    with SQLiteEventStore(db, create=False) as store:
+        hits = store.search("accepted", kinds=["FinalAnswerProduced"])
+    expected = json.loads((LEGACY / "expected.json").read_text())
+    answered = [run_id for run_id, run in expected.items() if run["final_answer"]]
+    assert "answer" in {h[0] for h in hits} and {h[0] for h in hits} <= set(answered)

@@ -300,3 +300,23 @@ def test_replay_names_runs_that_need_the_builder_apart_from_divergences(
     plain = record(db, AgentBuilder("plain").llm(MockLlmCaller([LlmResponse.final_answer(LONG)])))
     code, out, _ = run(capsys, "replay", plain, "--db", str(db))
     assert code == 0 and f"{plain}  identical" in out
+
+
+def test_long_output_goes_through_a_pager_on_a_terminal_only(
+    monkeypatch: pytest.MonkeyPatch, capsys: Capture
+) -> None:
+    import os
+
+    import click
+
+    from replay import cli_common
+
+    paged: list[str] = []
+    monkeypatch.setattr(click, "echo_via_pager", lambda text: paged.append(text))
+    monkeypatch.setattr(cli_common.shutil, "get_terminal_size", lambda: os.terminal_size((80, 10)))
+    cli_common.echo("\n".join(map(str, range(50))))
+    assert not paged and capsys.readouterr().out.count("\n") == 50  # piped: printed as is
+    monkeypatch.setattr(cli_common, "terminal_width", lambda stream=None: 80)
+    cli_common.echo("short\ntext")
+    cli_common.echo("\n".join(map(str, range(50))))
+    assert len(paged) == 1 and paged[0].startswith("0\n1\n") and "short" in capsys.readouterr().out
