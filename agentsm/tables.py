@@ -115,7 +115,7 @@ def render_table(
     return "\n".join(line.rstrip() for line in buffer.getvalue().splitlines())
 
 
-_ROOM = 12
+_ROOM = 20
 """The fewest characters a flexible column gets before droppable columns are left out."""
 
 

@@ -214,6 +214,9 @@ class Listing:
         else:
             echo(self.table())
 
+    def __repr__(self) -> str:
+        return f"Listing(columns={[c.header for c in self.columns]}, rows={len(self.records)})"
+
     def table(self) -> str:
         return render_table(
             self.columns,
