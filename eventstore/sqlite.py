@@ -361,6 +361,23 @@ class SQLiteEventStore:
         args.append(limit)
         return [(r[0], r[1], r[2], r[3]) for r in self._rows(sql, tuple(args))]
 
+    def events_of(self, kinds: Sequence[str], *, since: float | None = None) -> list[StoredEvent]:
+        """Every event of these kinds, of any run, recorded at or after `since` (one pass over
+        the log, for counts across runs such as `agentsm stats`)."""
+        hashes = "hash" if self._hashed() else "NULL"
+        sql = (
+            f"SELECT run_id, seq, kind, payload, meta, recorded_at, version, {hashes} FROM events "
+            f"WHERE kind IN ({', '.join('?' * len(kinds))})"
+        )
+        args: tuple[Any, ...] = tuple(kinds)
+        if since is not None:
+            sql += " AND recorded_at >= ?"
+            args += (since,)
+        return [
+            StoredEvent(r[0], r[1], r[2], r[3], json.loads(r[4]), r[5], r[6], r[7])
+            for r in self._rows(sql, args)
+        ]
+
     def _tables(self) -> set[str]:
         return {r[0] for r in self._rows("SELECT name FROM sqlite_master WHERE type = 'table'")}
 

@@ -271,24 +271,27 @@ def _stats(store: EventStore, since: float | None) -> dict[str, Any]:
     failures: Counter[str] = Counter()
     errors: Counter[str] = Counter()
     durations: dict[str, list[float]] = {}
-    wanted = {"ToolExecuted", "RunFailed", "RunAborted", "LlmFailed"}
-    for r in records:
-        for event in store.read(r.run_id):
-            if event.kind not in wanted or (since is not None and event.recorded_at < since):
-                continue
-            fact: Any = decode(event)
-            if event.kind == "ToolExecuted":
-                tools[fact.call.name] += 1
-                if not fact.success:
-                    failures[fact.call.name] += 1
-                    errors[f"tool {fact.error_type or 'failure'}"] += 1
-                ms = event.meta.get("metrics", {}).get("duration_ms")
-                if isinstance(ms, int | float):
-                    durations.setdefault(fact.call.name, []).append(float(ms))
-            elif event.kind == "RunFailed":
-                errors[f"run {fact.reason}"] += 1
-            else:
-                errors[f"{'llm' if event.kind == 'LlmFailed' else 'abort'} {fact.error_type}"] += 1
+    wanted = ("ToolExecuted", "RunFailed", "RunAborted", "LlmFailed")
+    if isinstance(store, SQLiteEventStore):  # one pass over the log
+        events = store.events_of(wanted, since=since)
+    else:
+        events = [e for r in records for e in store.read(r.run_id) if e.kind in wanted]
+    for event in events:
+        if since is not None and event.recorded_at < since:
+            continue
+        fact: Any = decode(event)
+        if event.kind == "ToolExecuted":
+            tools[fact.call.name] += 1
+            if not fact.success:
+                failures[fact.call.name] += 1
+                errors[f"tool {fact.error_type or 'failure'}"] += 1
+            ms = event.meta.get("metrics", {}).get("duration_ms")
+            if isinstance(ms, int | float):
+                durations.setdefault(fact.call.name, []).append(float(ms))
+        elif event.kind == "RunFailed":
+            errors[f"run {fact.reason}"] += 1
+        else:
+            errors[f"{'llm' if event.kind == 'LlmFailed' else 'abort'} {fact.error_type}"] += 1
     slowest = sorted(
         ((name, max(ms), sum(ms) / len(ms)) for name, ms in durations.items()),
         key=lambda t: t[1],
