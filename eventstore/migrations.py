@@ -139,18 +139,14 @@ def _m005_run_summaries(db: sqlite_utils.Database) -> None:
 
 def _m006_event_search(db: sqlite_utils.Database) -> None:
     """Full-text search over the events' payloads: an FTS5 index with `events` as its content
-    (the text is not stored twice), filled with the events logged so far and kept up to date by
-    a trigger on insert, in the transaction that appends the events. The same table and trigger
-    that sqlite-utils' `enable_fts(["payload"], create_triggers=True)` makes (written here as
-    statements, since its script would commit the migration's transaction half-way), so
-    `sqlite-utils search LOG events TEXT` works too. Events are never updated or deleted, so
-    no other trigger is needed."""
+    (the text is not stored twice), as sqlite-utils' `enable_fts(["payload"])` makes it (so
+    `sqlite-utils search LOG events TEXT` reads it too; written as statements here, since its
+    script would commit the migration's transaction half-way). It is derived data, kept off the
+    append path: `events_indexed.upto` is the last event rowid indexed, and a search first
+    indexes the events appended since (events are append-only, so rowids only grow)."""
     db.execute("CREATE VIRTUAL TABLE events_fts USING FTS5 (payload, content=[events])")
-    db.execute("INSERT INTO events_fts (rowid, payload) SELECT rowid, payload FROM events")
-    db.execute(
-        "CREATE TRIGGER events_ai AFTER INSERT ON events BEGIN "
-        "INSERT INTO events_fts (rowid, payload) VALUES (new.rowid, new.payload); END"
-    )
+    db.execute("CREATE TABLE events_indexed (upto INTEGER NOT NULL)")
+    db.execute("INSERT INTO events_indexed VALUES (0)")
 
 
 MIGRATIONS: list[tuple[int, str, Callable[[sqlite_utils.Database], None]]] = [

@@ -343,10 +343,14 @@ class SQLiteEventStore:
     ) -> list[tuple[str, int, str, str]]:
         """The events whose payload holds every word of `text` (full-text, best match first):
         `(run_id, seq, kind, snippet)`, the snippet marking the words found with [ ]; only
-        events of `kinds` when given. A log from before the index finds nothing."""
+        events of `kinds` when given. A writable store first indexes the events appended since
+        the last search (`index_for_search`); a read-only one searches what is indexed
+        (`unindexed` says how many events are not)."""
         words = text.split()
         if not words or "events_fts" not in self._tables():
             return []
+        if not self.read_only:
+            self.index_for_search()
         query = " ".join('"' + w.replace('"', '""') + '"' for w in words)
         sql = (
             "SELECT e.run_id, e.seq, e.kind, snippet(events_fts, 0, '[', ']', '…', 16) "
@@ -360,6 +364,35 @@ class SQLiteEventStore:
         sql += " ORDER BY rank LIMIT ?"
         args.append(limit)
         return [(r[0], r[1], r[2], r[3]) for r in self._rows(sql, tuple(args))]
+
+    def index_for_search(self) -> int:
+        """Add the events appended since the last call to the full-text index, in one
+        transaction; returns how many were added. The append path never pays for the index."""
+        added = 0
+
+        def write(conn: sqlite3.Connection) -> None:
+            nonlocal added
+            upto = conn.execute("SELECT upto FROM events_indexed").fetchone()[0]
+            last = conn.execute("SELECT COALESCE(MAX(rowid), 0) FROM events").fetchone()[0]
+            if last > upto:
+                conn.execute(
+                    "INSERT INTO events_fts (rowid, payload) SELECT rowid, payload FROM events "
+                    "WHERE rowid > ? AND rowid <= ?",
+                    (upto, last),
+                )
+                conn.execute("UPDATE events_indexed SET upto = ?", (last,))
+                added = last - upto
+
+        self._transaction(write, "bring the search index up to date")
+        return added
+
+    def unindexed(self) -> int:
+        """How many events the full-text index does not hold yet (appended since the last
+        search by a store that could write)."""
+        if "events_indexed" not in self._tables():
+            return int(self._rows("SELECT COUNT(*) FROM events")[0][0])
+        upto = self._rows("SELECT upto FROM events_indexed")[0][0]
+        return int(self._rows("SELECT COUNT(*) FROM events WHERE rowid > ?", (upto,))[0][0])
 
     def events_of(self, kinds: Sequence[str], *, since: float | None = None) -> list[StoredEvent]:
         """Every event of these kinds, of any run, recorded at or after `since` (one pass over

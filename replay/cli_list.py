@@ -28,6 +28,7 @@ from .cli_common import (
     when,
 )
 from .errors import UsageError
+from .source import can_write
 
 __all__ = ["runs", "search", "stats"]
 
@@ -237,10 +238,17 @@ SEARCHED = (
 def search(text: str, limit: int, fmt: str | None) -> None:
     """Full-text search over tasks, LLM answers, tool observations and errors: the matching
     facts (best first) with the runs they belong to."""
-    store = open_log()
+    store = open_log(write=can_write(db_path()))  # to index the facts logged since last time
     if not isinstance(store, SQLiteEventStore):
         raise UsageError("search reads the full-text index of a SQLite log; point --db at one.")
     hits = store.search(text, kinds=SEARCHED, limit=limit)
+    missed = store.unindexed() if store.read_only else 0
+    if missed:
+        click.echo(
+            f"agentsm: note: the last {plural(missed, 'fact')} of this log are not in its search "
+            "index yet, and it is read-only for you: search it once with write access.",
+            err=True,
+        )
     if not hits and fmt is None:
         click.echo(f"Nothing matches {shown(text)!r} in {shown(db_path())}.")
         return

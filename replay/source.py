@@ -21,6 +21,7 @@ __all__ = [
     "Builder",
     "StoreLike",
     "builder_needs",
+    "can_write",
     "load_builder",
     "open_store",
     "recorded_builder",
@@ -42,7 +43,7 @@ def open_store(db: StoreLike, *, read_only: bool = False) -> EventStore:
     if not isinstance(db, str | Path):
         return db
     store = SQLiteEventStore(db, create=False, read_only=read_only)
-    if read_only and not (store.unsummarized() and _writable(Path(db))):
+    if read_only and not (store.unsummarized() and can_write(Path(db))):
         return store
     if read_only:
         store.close()
@@ -58,8 +59,9 @@ def open_store(db: StoreLike, *, read_only: bool = False) -> EventStore:
     return SQLiteEventStore(db, create=False, read_only=True)
 
 
-def _writable(path: Path) -> bool:
+def can_write(path: str | Path) -> bool:
     """Whether this user may write the log (and its directory, for the -wal and -shm files)."""
+    path = Path(path)
     return path.is_file() and os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)
 
 

@@ -166,21 +166,26 @@ def test_a_legacy_log_the_user_may_not_write_is_listed_without_summaries(tmp_pat
         assert store.runs(model="gpt-4o") == []
 
 
-def test_search_indexes_a_fact_in_the_transaction_that_appends_it(tmp_path: Path) -> None:
+def test_search_indexes_what_was_appended_since_the_last_search(tmp_path: Path) -> None:
     store = SQLiteEventStore(tmp_path / "log.db")
     store.create_run("r", "t", events=[NewEvent("Said", '{"text": "first zebra"}')])
     with pytest.raises(ConcurrencyError):
         store.append("r", 0, [NewEvent("Said", '{"text": "refused okapi"}')])
+    assert [h[1] for h in store.search("zebra")] == [1] and store.unindexed() == 0
     store.append("r", 1, [NewEvent("Said", '{"text": "second zebra"}')])
-    assert store.search("okapi") == []  # rolled back with its append
+    reader = SQLiteEventStore(tmp_path / "log.db", read_only=True)
+    assert reader.unindexed() == 1 and [h[1] for h in reader.search("zebra")] == [1]
+    assert store.search("okapi") == []  # a refused append left nothing to index
     assert [(h[1], h[3]) for h in store.search("zebra second")] == [
         (2, '{"text": "[second] [zebra]"}')
     ]
+    assert reader.unindexed() == 0 and sorted(h[1] for h in reader.search("zebra")) == [1, 2]
+    assert store.index_for_search() == 0  # each event is indexed once
     assert sorted(h[1] for h in store.search("zebra", kinds=["Said"])) == [1, 2]
     assert store.search("zebra", kinds=["Other"]) == [] and store.search('"') == []
 
 
-def test_the_migration_indexes_the_facts_logged_before_it(tmp_path: Path) -> None:
+def test_the_first_search_indexes_the_facts_logged_before_the_index(tmp_path: Path) -> None:
     db = tmp_path / "legacy.db"
     shutil.copy(LEGACY / "legacy-0.1.0.db", db)
     with SQLiteEventStore(db, create=False) as store:
