@@ -37,12 +37,17 @@ __all__ = [
     "debugging",
     "echo",
     "example",
+    "format_options",
     "get_builder",
     "json_arg",
     "open_log",
     "out",
     "parse_since",
     "plural",
+    "reset",
+    "shown",
+    "status_cell",
+    "when",
 ]
 
 DEFAULT_DB = "agentsm.db"
@@ -102,6 +107,7 @@ def example(*lines: str) -> str:
 
 
 def builder_option(func: F) -> F:
+    """`--builder module:factory` on a command that may run the user's agent."""
     return click.option(
         "--builder",
         metavar="MODULE:FACTORY",
@@ -110,6 +116,8 @@ def builder_option(func: F) -> F:
 
 
 def get_builder(spec: str | None, required: bool = False) -> Builder | None:
+    """The user's agent from `--builder` or `$AGENTSM_BUILDER`; a one-line error when a
+    command needs it and neither is given."""
     spec = spec or os.environ.get("AGENTSM_BUILDER")
     if spec:
         return load_builder(spec)
@@ -199,10 +207,12 @@ class Listing:
         self.shown: list[list[str | Cell]] = []
 
     def add(self, record: dict[str, Any], shown: Sequence[str | Cell]) -> None:
+        """One row: its raw values (JSON, CSV) and its cells as the table shows them."""
         self.records.append(record)
         self.shown.append(list(shown))
 
     def emit(self, fmt: str | None) -> None:
+        """Print the rows as `fmt` ("json", "csv") or as a table (None)."""
         if fmt == "json":
             click.echo(json.dumps(self.records, indent=2, ensure_ascii=False))
         elif fmt == "csv":
@@ -233,6 +243,7 @@ def format_options(func: F) -> F:
 
 
 def status_cell(status: str) -> Cell:
+    """A run status, coloured by what it means (on a terminal)."""
     colour = {
         "done": "green",
         "failed": "red",
@@ -247,8 +258,10 @@ def status_cell(status: str) -> Cell:
 
 
 def when(ts: float) -> str:
+    """An epoch time as local date and time."""
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
 
 
 def shown(text: object) -> str:
+    """Recorded text made safe to print (see `agentsm.text.printable`)."""
     return printable(text)
