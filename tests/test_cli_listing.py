@@ -26,7 +26,7 @@ from agentsm.catalog import summary_of_facts
 from agentsm.tables import Cell, Column, render_table
 from agentsm.trace import Trace, decode
 from eventstore import SQLiteEventStore
-from replay.cli import main
+from replay.cli import cli, main
 from tests.scenarios import LONG, SCENARIOS, base
 
 Capture = pytest.CaptureFixture[str]
@@ -78,12 +78,10 @@ def test_version_and_options_before_or_after_the_command(
     )
 
 
-@pytest.mark.parametrize(
-    "command", ["runs", "search", "stats", "show", "memory", "branch", "replay", "verify"]
-)
+@pytest.mark.parametrize("command", sorted(cli.commands))
 def test_every_command_has_help_with_an_example(command: str, capsys: Capture) -> None:
     code, out, _ = run(capsys, command, "--help")
-    assert code == 0 and "example: agentsm " + command in out and "--db" in out
+    assert code == 0 and f"example: agentsm {command}" in out and "--db" in out
 
 
 def test_runs_lists_the_catalog_as_json_and_csv_the_same_as_the_fold(
