@@ -227,9 +227,12 @@ def branch(
         )
     record = store.run(new_id)
     click.echo(printable(new_id))
+    moves = [e.fact for e in Recording.load(store, new_id).entries]
+    state = next((m.to_state for m in reversed(moves) if isinstance(m, f.Transitioned)), "Idle")
     outcome = record.summary.answer or record.summary.error or ""
     click.echo(
-        f"  {record.shown_status}: {printable(outcome)}" if outcome else f"  {record.shown_status}"
+        f"  {record.shown_status} (state {printable(state)})"
+        + (f": {printable(outcome)}" if outcome else "")
     )
     notes = branch_warnings(store, new_id, answered=response is not None, live_llm=llm is not None)
     if ran_live:

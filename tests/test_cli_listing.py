@@ -237,7 +237,7 @@ def test_branch_reports_a_refused_answer_and_the_responses_served_after_it(
     code, out, err = run(
         capsys, "branch", run_id, "--db", db, "--at", str(before), "--answer", "Paris."
     )
-    assert code == 0 and out.splitlines()[1].startswith("  done: ")
+    assert code == 0 and out.splitlines()[1].startswith("  done (state Done): ")
     assert "was refused" in err and "came from the parent's recording" in err
 
 
@@ -247,7 +247,7 @@ def test_a_branch_that_ends_in_error_exits_non_zero(tmp_path: Path, capsys: Capt
     code, out, _ = run(
         capsys, "--db", db, "branch", run_id, "--at", "2", "--config", '{"max_steps": 0}'
     )
-    assert code == 1 and out.splitlines()[1].startswith("  failed: ")
+    assert code == 1 and out.splitlines()[1].startswith("  failed (state Error): ")
 
 
 def test_a_branch_runs_real_tools_only_with_live_tools(tmp_path: Path, capsys: Capture) -> None:
