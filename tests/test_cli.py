@@ -59,9 +59,11 @@ def test_demo_records_prints_rebuilds_replays_and_branches(tmp_path: Path) -> No
 def test_db_is_taken_before_or_after_the_command_and_from_the_environment(
     tmp_path: Path,
 ) -> None:
-    ok(agentsm("--db", "before.db", "demo", cwd=tmp_path))
+    before = ok(agentsm("--db", "before.db", "demo", cwd=tmp_path))
+    assert "\n  agentsm --db before.db runs --tree\n" in before  # the hint names the log
     ok(agentsm("demo", "--db", "after.db", cwd=tmp_path))
-    ok(agentsm("demo", cwd=tmp_path, env={"AGENTSM_DB": "env.db"}))
+    from_env = ok(agentsm("demo", cwd=tmp_path, env={"AGENTSM_DB": "env.db"}))
+    assert "\n  agentsm runs --tree\n" in from_env  # $AGENTSM_DB is what the commands read
     assert not (tmp_path / "agentsm.db").exists()
     for name in ("before.db", "after.db", "env.db"):
         assert len(SQLiteEventStore(tmp_path / name, create=False).runs()) == 2
