@@ -8,6 +8,7 @@ from typing import Any
 
 from eventstore import EventStore, NewEvent, StoreError
 
+from .catalog import summary_of
 from .codec import value_problem
 from .errors import OwnershipViolation, UnrecordableFact
 from .facts import FACTS, OWNERS, Fact
@@ -89,7 +90,12 @@ class Recorder:
         reader sees the run before its first facts and a crash leaves no empty run; then drive
         it (`claim`), unless it is left for a worker."""
         self.store.create_run(
-            self.run_id, task, created_at=created_at, events=self._pending, status=status
+            self.run_id,
+            task,
+            created_at=created_at,
+            events=self._pending,
+            status=status,
+            summary=summary_of(self.memory),
         )
         self.seq = len(self._pending)
         self._pending.clear()
@@ -108,7 +114,12 @@ class Recorder:
             self.store.claim(self.run_id)
             self._claimed = True
         self.seq = self.store.append(
-            self.run_id, self.seq, self._pending, status=status, durable=effect or handed_back
+            self.run_id,
+            self.seq,
+            self._pending,
+            status=status,
+            durable=effect or handed_back,
+            summary=summary_of(self.memory),
         )
         self._pending.clear()
         if handed_back:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any
@@ -11,9 +12,18 @@ from eventstore import EventStore, StoredEvent
 
 from . import facts as f
 from .facts import FACTS, Fact
-from .text import printable
+from .tables import Column, render_table, styles_wanted, terminal_width
 
-__all__ = ["Trace", "TraceEntry", "decode", "summarize"]
+__all__ = ["TRACE_COLUMNS", "Trace", "TraceEntry", "decode", "summarize"]
+
+TRACE_COLUMNS = (
+    Column("seq", "right"),
+    Column("step", "right"),
+    Column("state"),
+    Column("fact"),
+    Column("data", flexible=True),
+)
+"""The columns of a trace table, for `Trace.format` and `agentsm show`."""
 
 
 def decode(event: StoredEvent) -> Fact:
@@ -95,22 +105,20 @@ class Trace:
         """The trace as a JSON array of entries."""
         return json.dumps([e.to_dict() for e in self._entries], indent=2)
 
-    def format(self, width: int = 100) -> str:
-        """A table of every fact: seq, step, state, fact, summary; recorded text is shown with
-        its control characters escaped (see `agentsm.text.printable`)."""
-        head = f"{'seq':>4}  {'step':>4}  {'state':<16} {'fact':<21} data"
-        lines = [head, "-" * min(width, 120)]
-        room = max(20, width - len(head) + 4)
-        for e in self._entries:
-            data: str = printable(e.data)
-            data = data if len(data) <= room else data[: room - 1] + "…"
-            state, event = printable(e.state), printable(e.event)
-            lines.append(f"{e.seq:>4}  {e.step:>4}  {state:<16} {event:<21} {data}")
-        return "\n".join(lines)
+    def rows(self) -> list[list[str]]:
+        """One row per fact: seq, step, state, fact, summary (what `format` shows)."""
+        return [[str(e.seq), str(e.step), e.state, e.event, e.data] for e in self._entries]
+
+    def format(self, width: int | None = 100, *, styled: bool = False) -> str:
+        """A table of every fact (seq, step, state, fact, summary), fitted into `width`
+        characters (None: no limit), each on one line; recorded text is shown with its control
+        characters escaped (see `agentsm.text.printable`)."""
+        return render_table(TRACE_COLUMNS, self.rows(), width=width, styled=styled)
 
     def print(self, file: IO[str] | None = None) -> None:
-        """Print the table of every fact."""
-        print(self.format(), file=file)
+        """Print the table of every fact, fitted to the terminal (not cut when piped)."""
+        target = file if file is not None else sys.stdout
+        print(self.format(terminal_width(target), styled=styles_wanted(target)), file=target)
 
     def __len__(self) -> int:
         return len(self._entries)

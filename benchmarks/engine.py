@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from agentsm import AgentBuilder, AgentConfig, AgentMemory, LlmResponse, MockLlmCaller, tool
-from eventstore import NewEvent, SQLiteEventStore
+from eventstore import NewEvent, RunSummary, SQLiteEventStore
 
 
 @tool
@@ -46,9 +46,12 @@ class CountingStore(SQLiteEventStore):
         *,
         status: str | None = None,
         durable: bool = False,
+        summary: RunSummary | None = None,
     ) -> int:
         self.batches.append(list(events))
-        return super().append(run_id, expected_seq, events, status=status, durable=durable)
+        return super().append(
+            run_id, expected_seq, events, status=status, durable=durable, summary=summary
+        )
 
 
 def agent(steps: int, store: SQLiteEventStore) -> AgentBuilder:

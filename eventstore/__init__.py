@@ -13,7 +13,7 @@ from .errors import (
 )
 from .migrations import LATEST as SCHEMA_VERSION
 from .protocol import EventStore
-from .records import NewEvent, RunRecord, StoredEvent
+from .records import NewEvent, RunRecord, RunSummary, StoredEvent
 from .sqlite import DURABILITY, Durability, SQLiteEventStore
 
 __all__ = [
@@ -30,6 +30,7 @@ __all__ = [
     "NotAnEventLog",
     "RunInUse",
     "RunRecord",
+    "RunSummary",
     "SQLiteEventStore",
     "SchemaVersionError",
     "StoreError",

@@ -114,11 +114,48 @@ def _m004_run_drivers(db: sqlite_utils.Database) -> None:
         db.execute(f"ALTER TABLE runs ADD COLUMN {column} {kind}")
 
 
+def _m005_run_summaries(db: sqlite_utils.Database) -> None:
+    """What a listing shows of a run, kept in the catalog (written with its facts), and the
+    indexes of the listing filters. Runs logged before have NULL `steps` until their summary is
+    back-filled (by the agent side, which can fold them: see `agentsm.catalog.backfill`); a
+    partial index finds them without scanning the catalog."""
+    runs = db.table("runs")
+    for column, kind in (
+        ("steps", int),
+        ("input_tokens", int),
+        ("output_tokens", int),
+        ("cost", float),
+        ("model", str),
+        ("answer", str),
+        ("error", str),
+    ):
+        runs.add_column(column, kind)
+    runs.create_index(["status", "updated_at"])
+    runs.create_index(["updated_at"])
+    runs.create_index(["created_at"])
+    runs.create_index(["model"])
+    db.execute("CREATE INDEX runs_unsummarized ON runs (run_id) WHERE steps IS NULL")
+
+
+def _m006_event_search(db: sqlite_utils.Database) -> None:
+    """Full-text search over the events' payloads: an FTS5 index with `events` as its content
+    (the text is not stored twice), as sqlite-utils' `enable_fts(["payload"])` makes it (so
+    `sqlite-utils search LOG events TEXT` reads it too; written as statements here, since its
+    script would commit the migration's transaction half-way). It is derived data, kept off the
+    append path: `events_indexed.upto` is the last event rowid indexed, and a search first
+    indexes the events appended since (events are append-only, so rowids only grow)."""
+    db.execute("CREATE VIRTUAL TABLE events_fts USING FTS5 (payload, content=[events])")
+    db.execute("CREATE TABLE events_indexed (upto INTEGER NOT NULL)")
+    db.execute("INSERT INTO events_indexed VALUES (0)")
+
+
 MIGRATIONS: list[tuple[int, str, Callable[[sqlite_utils.Database], None]]] = [
     (1, "initial", _m001_initial),
     (2, "append-only inserts", _m002_append_only_inserts),
     (3, "event hashes", _m003_event_hashes),
     (4, "run drivers", _m004_run_drivers),
+    (5, "run summaries", _m005_run_summaries),
+    (6, "event search", _m006_event_search),
 ]
 LATEST = MIGRATIONS[-1][0]
 

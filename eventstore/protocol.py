@@ -7,7 +7,7 @@ from contextlib import AbstractContextManager
 from typing import Any, Protocol, runtime_checkable
 
 from .chain import ChainReport
-from .records import NewEvent, RunRecord, StoredEvent
+from .records import NewEvent, RunRecord, RunSummary, StoredEvent
 
 __all__ = ["EventStore"]
 
@@ -26,8 +26,11 @@ class EventStore(Protocol):
     a hash chained to its run's previous one; `verify` checks that chain (`eventstore.chain`).
     A writer `claim`s a run before appending to it (refused while another live process drives
     it, unless `force`) and `release`s it when it hands the run back; a claimed run takes
-    appends from its driver only. Workers take runs that can go on with `claim_next`; a live
-    tail sleeps in `wait_for_append` until something may have been recorded.
+    appends from its driver only. The catalog keeps each run's `RunSummary` (what a listing
+    shows), written with the facts when `create_run` or `append` is given one, so that `runs`
+    (filtered through indexes) and `resolve` (an id or a unique prefix) never read the facts.
+    Workers take runs that can go on with `claim_next`; a live tail sleeps in
+    `wait_for_append` until something may have been recorded.
     """
 
     def create_run(
@@ -41,6 +44,7 @@ class EventStore(Protocol):
         created_at: float | None = None,
         events: Sequence[NewEvent] = (),
         status: str | None = None,
+        summary: RunSummary | None = None,
     ) -> RunRecord: ...
 
     def append(
@@ -51,6 +55,7 @@ class EventStore(Protocol):
         *,
         status: str | None = None,
         durable: bool = False,
+        summary: RunSummary | None = None,
     ) -> int: ...
 
     def claim(self, run_id: str, *, force: bool = False) -> None: ...
@@ -84,7 +89,18 @@ class EventStore(Protocol):
 
     def run(self, run_id: str) -> RunRecord: ...
 
-    def runs(self) -> list[RunRecord]: ...
+    def runs(
+        self,
+        *,
+        status: str | None = None,
+        model: str | None = None,
+        task: str | None = None,
+        since: float | None = None,
+        limit: int | None = None,
+        newest_first: bool = False,
+    ) -> list[RunRecord]: ...
+
+    def resolve(self, run_id_or_prefix: str) -> str: ...
 
     def set_status(self, run_id: str, status: str) -> None: ...
 

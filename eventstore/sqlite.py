@@ -20,6 +20,7 @@ import sqlite_utils
 from .chain import GENESIS, ChainReport, check_chain, link
 from .driver import Driver
 from .errors import (
+    AmbiguousRunId,
     ConcurrencyError,
     NotAnEventLog,
     RunInUse,
@@ -28,7 +29,7 @@ from .errors import (
     UnknownRun,
 )
 from .migrations import LATEST, migrate
-from .records import NewEvent, RunRecord, StoredEvent
+from .records import SUMMARY_TEXT, NewEvent, RunRecord, RunSummary, StoredEvent
 
 __all__ = ["CLAIMABLE", "DURABILITY", "Durability", "SQLiteEventStore"]
 
@@ -39,6 +40,11 @@ CLAIMABLE = ("queued", "ready", "orphaned")
 """The kinds of run `claim_next` takes: submitted, decided by a human, left by a dead driver."""
 
 _RUN_COLUMNS = "run_id, task, status, created_at, updated_at, last_seq, parent_id, branch_seq, info"
+_DRIVER_COLUMNS = ", driver_host, driver_pid, driver_started, lease_until"
+_SUMMARY_COLUMNS = ", steps, input_tokens, output_tokens, cost, model, answer, error"
+_SUMMARY_SET = (
+    "steps = ?, input_tokens = ?, output_tokens = ?, cost = ?, model = ?, answer = ?, error = ?"
+)
 
 
 class SQLiteEventStore:
@@ -83,6 +89,7 @@ class SQLiteEventStore:
         self._lock = threading.RLock()
         self._has_hashes: bool | None = None
         self._has_drivers: bool | None = None
+        self._has_summaries = False
         self._in_batch = False
         self._watch_lock = threading.Lock()
         self._watch_mark: int | None = None
@@ -216,10 +223,11 @@ class SQLiteEventStore:
         created_at: float | None = None,
         events: Sequence[NewEvent] = (),
         status: str | None = None,
+        summary: RunSummary | None = None,
     ) -> RunRecord:
-        """Add a run to the catalog together with its first `events`, in one transaction, so
-        that no reader ever sees it without them; an id that exists already is a
-        `ConcurrencyError` and writes nothing."""
+        """Add a run to the catalog together with its first `events` (and its `summary`), in one
+        transaction, so that no reader ever sees it without them; an id that exists already is
+        a `ConcurrencyError` and writes nothing."""
         now = time.time() if created_at is None else created_at
         row = (
             run_id,
@@ -243,6 +251,8 @@ class SQLiteEventStore:
                     f"A run with id {run_id!r} exists already; choose another id."
                 ) from e
             _insert(conn, run_id, 0, events)
+            if summary is not None:
+                _write_summary(conn, run_id, summary)
 
         self._transaction(write, f"create run {run_id!r}")
         return self.run(run_id)
@@ -251,15 +261,174 @@ class SQLiteEventStore:
         """The catalog entry of one run; `UnknownRun` names the closest ids when it is missing."""
         rows = self._rows(f"SELECT {self._run_columns()} FROM runs WHERE run_id = ?", (run_id,))
         if not rows:
-            ids = [r[0] for r in self._rows("SELECT run_id FROM runs")]
-            prefixed = [i for i in ids if i.startswith(run_id)] if run_id else []
-            raise UnknownRun(run_id, prefixed or difflib.get_close_matches(run_id, ids, n=3))
+            raise self._unknown(run_id)
         return _run_record(rows[0])
 
-    def runs(self) -> list[RunRecord]:
-        """Every run, oldest first."""
-        rows = self._rows(f"SELECT {self._run_columns()} FROM runs ORDER BY created_at, rowid")
-        return [_run_record(r) for r in rows]
+    def _unknown(self, run_id: str) -> UnknownRun:
+        """`UnknownRun` naming the ids that start with `run_id`, else the closest ones."""
+        prefixed = self._prefixed(run_id, 3) if run_id else []
+        if prefixed:
+            return UnknownRun(run_id, prefixed)
+        ids = [r[0] for r in self._rows("SELECT run_id FROM runs")]
+        return UnknownRun(run_id, difflib.get_close_matches(run_id, ids, n=3))
+
+    def _prefixed(self, prefix: str, limit: int) -> list[str]:
+        """Up to `limit` ids starting with `prefix`, found through the id index (a range scan)."""
+        upper = prefix[:-1] + chr(ord(prefix[-1]) + 1)
+        rows = self._rows(
+            "SELECT run_id FROM runs WHERE run_id >= ? AND run_id < ? ORDER BY run_id LIMIT ?",
+            (prefix, upper, limit),
+        )
+        return [r[0] for r in rows]
+
+    def resolve(self, run_id_or_prefix: str) -> str:
+        """The exact id, else the one id starting with it (through the index), else
+        `UnknownRun` (naming close ids) or `AmbiguousRunId` (naming the candidates)."""
+        text = run_id_or_prefix
+        if self._rows("SELECT 1 FROM runs WHERE run_id = ?", (text,)):
+            return text
+        matches = self._prefixed(text, 11) if text else []
+        if len(matches) == 1:
+            return matches[0]
+        if matches:
+            raise AmbiguousRunId(text, matches)
+        raise self._unknown(text)
+
+    def runs(
+        self,
+        *,
+        status: str | None = None,
+        model: str | None = None,
+        task: str | None = None,
+        since: float | None = None,
+        limit: int | None = None,
+        newest_first: bool = False,
+    ) -> list[RunRecord]:
+        """The runs of the catalog, oldest first (newest first with `newest_first`), filtered by
+        exact `status` and `model`, a case-insensitive substring of the `task`, and a last fact
+        at or after the epoch time `since`; at most `limit` of them. Never reads the facts."""
+        where: list[str] = []
+        args: list[Any] = []
+        if status is not None:
+            where.append("status = ?")
+            args.append(status)
+        if model is not None:
+            if not self._summarized():
+                return []
+            where.append("model = ?")
+            args.append(model)
+        if task is not None:
+            where.append("instr(lower(task), ?) > 0")
+            args.append(task.lower())
+        if since is not None:
+            where.append("updated_at >= ?")
+            args.append(since)
+        sql = f"SELECT {self._run_columns()} FROM runs"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        order = "DESC" if newest_first else ""
+        sql += f" ORDER BY created_at {order}, rowid {order}"
+        if limit is not None:
+            sql += " LIMIT ?"
+            args.append(max(limit, 0))
+        return [_run_record(r) for r in self._rows(sql, tuple(args))]
+
+    def unsummarized(self) -> list[str]:
+        """The runs with facts but no summary in the catalog (logged before it kept them), oldest
+        first; the agent side folds them once (`agentsm.catalog.backfill`)."""
+        if not self._summarized():
+            return [r[0] for r in self._rows("SELECT run_id FROM runs ORDER BY created_at, rowid")]
+        rows = self._rows(
+            "SELECT run_id, created_at FROM runs INDEXED BY runs_unsummarized "
+            "WHERE steps IS NULL AND last_seq > 0"
+        )
+        return [r[0] for r in sorted(rows, key=lambda r: r[1])]
+
+    def search(
+        self, text: str, *, kinds: Sequence[str] | None = None, limit: int = 50
+    ) -> list[tuple[str, int, str, str]]:
+        """The events whose payload holds every word of `text` (full-text, best match first):
+        `(run_id, seq, kind, snippet)`, the snippet marking the words found with [ ]; only
+        events of `kinds` when given. A writable store first indexes the events appended since
+        the last search (`index_for_search`); a read-only one searches what is indexed
+        (`unindexed` says how many events are not)."""
+        words = text.split()
+        if not words or "events_fts" not in self._tables():
+            return []
+        if not self.read_only:
+            self.index_for_search()
+        query = " ".join('"' + w.replace('"', '""') + '"' for w in words)
+        sql = (
+            "SELECT e.run_id, e.seq, e.kind, snippet(events_fts, 0, '[', ']', '…', 16) "
+            "FROM events_fts JOIN events e ON e.rowid = events_fts.rowid "
+            "WHERE events_fts MATCH ?"
+        )
+        args: list[Any] = [query]
+        if kinds is not None:
+            sql += f" AND e.kind IN ({', '.join('?' * len(kinds))})"
+            args.extend(kinds)
+        sql += " ORDER BY rank LIMIT ?"
+        args.append(limit)
+        return [(r[0], r[1], r[2], r[3]) for r in self._rows(sql, tuple(args))]
+
+    def index_for_search(self) -> int:
+        """Add the events appended since the last call to the full-text index, in one
+        transaction; returns how many were added. The append path never pays for the index."""
+        added = 0
+
+        def write(conn: sqlite3.Connection) -> None:
+            nonlocal added
+            upto = conn.execute("SELECT upto FROM events_indexed").fetchone()[0]
+            last = conn.execute("SELECT COALESCE(MAX(rowid), 0) FROM events").fetchone()[0]
+            if last > upto:
+                conn.execute(
+                    "INSERT INTO events_fts (rowid, payload) SELECT rowid, payload FROM events "
+                    "WHERE rowid > ? AND rowid <= ?",
+                    (upto, last),
+                )
+                conn.execute("UPDATE events_indexed SET upto = ?", (last,))
+                added = last - upto
+
+        self._transaction(write, "bring the search index up to date")
+        return added
+
+    def unindexed(self) -> int:
+        """How many events the full-text index does not hold yet (appended since the last
+        search by a store that could write)."""
+        if "events_indexed" not in self._tables():
+            return int(self._rows("SELECT COUNT(*) FROM events")[0][0])
+        upto = self._rows("SELECT upto FROM events_indexed")[0][0]
+        return int(self._rows("SELECT COUNT(*) FROM events WHERE rowid > ?", (upto,))[0][0])
+
+    def events_of(self, kinds: Sequence[str], *, since: float | None = None) -> list[StoredEvent]:
+        """Every event of these kinds, of any run, recorded at or after `since` (one pass over
+        the log, for counts across runs such as `agentsm stats`)."""
+        hashes = "hash" if self._hashed() else "NULL"
+        sql = (
+            f"SELECT run_id, seq, kind, payload, meta, recorded_at, version, {hashes} FROM events "
+            f"WHERE kind IN ({', '.join('?' * len(kinds))})"
+        )
+        args: tuple[Any, ...] = tuple(kinds)
+        if since is not None:
+            sql += " AND recorded_at >= ?"
+            args += (since,)
+        return [
+            StoredEvent(r[0], r[1], r[2], r[3], json.loads(r[4]), r[5], r[6], r[7])
+            for r in self._rows(sql, args)
+        ]
+
+    def _tables(self) -> set[str]:
+        return {r[0] for r in self._rows("SELECT name FROM sqlite_master WHERE type = 'table'")}
+
+    def set_summary(self, run_id: str, summary: RunSummary) -> None:
+        """Write a run's summary in the catalog (a back-fill: a recorder writes it with the
+        facts, through `create_run` and `append`)."""
+
+        def write(conn: sqlite3.Connection) -> None:
+            if _write_summary(conn, run_id, summary) == 0:
+                raise self._unknown(run_id)
+
+        self._transaction(write, f"write the summary of run {run_id!r}")
 
     def set_status(self, run_id: str, status: str) -> None:
         """Change a run's status in the catalog (the catalog is not the log: it may change)."""
@@ -284,9 +453,11 @@ class SQLiteEventStore:
         *,
         status: str | None = None,
         durable: bool = False,
+        summary: RunSummary | None = None,
     ) -> int:
-        """Append `events` after `expected_seq` in one transaction; returns the new last seq.
-        `durable`: an effect follows, so with `durability="full"` the commit is synced to disk."""
+        """Append `events` after `expected_seq` in one transaction (with the run's `status` and
+        `summary` when given); returns the new last seq. `durable`: an effect follows, so with
+        `durability="full"` the commit is synced to disk."""
         last = expected_seq + len(events)
 
         def write(conn: sqlite3.Connection) -> None:
@@ -296,6 +467,9 @@ class SQLiteEventStore:
             if status is not None:
                 sql += ", status = ?"
                 params += (status,)
+            if summary is not None:
+                sql += ", " + _SUMMARY_SET
+                params += _summary_row(summary)
             token = self._held.get(run_id)
             moved = conn.execute(
                 sql + " WHERE run_id = ? AND last_seq = ? AND driver_token IS ?",
@@ -308,7 +482,7 @@ class SQLiteEventStore:
                     (run_id,),
                 ).fetchone()
                 if row is None:
-                    self.run(run_id)  # UnknownRun, naming the closest ids
+                    raise self._unknown(run_id)
                 if row[1] != token:
                     self._held.pop(run_id, None)
                     holder = str(Driver(row[2], row[3])) if row[1] else "no process"
@@ -348,7 +522,7 @@ class SQLiteEventStore:
                 (run_id,),
             ).fetchone()
             if row is None:
-                self.run(run_id)  # UnknownRun with the closest ids
+                raise self._unknown(run_id)
             held, host, pid, started, until = row
             now = time.time()
             if held is not None and held != self._held.get(run_id) and not force:
@@ -586,14 +760,22 @@ class SQLiteEventStore:
         ]
 
     def _run_columns(self) -> str:
-        """The catalog columns a `RunRecord` reads, with its driver where the log has drivers
-        (a read-only open may meet a log from before them)."""
+        """The catalog columns a `RunRecord` reads, with its driver and summary where the log
+        has them (a read-only open may meet a log from before them)."""
         if self._has_drivers is None:
             columns = {r[1] for r in self._rows("PRAGMA table_info(runs)")}
             self._has_drivers = "driver_pid" in columns
-        if not self._has_drivers:
-            return _RUN_COLUMNS
-        return _RUN_COLUMNS + ", driver_host, driver_pid, driver_started, lease_until"
+            self._has_summaries = "steps" in columns
+        return (
+            _RUN_COLUMNS
+            + (_DRIVER_COLUMNS if self._has_drivers else ", NULL, NULL, NULL, NULL")
+            + (_SUMMARY_COLUMNS if self._has_summaries else "")
+        )
+
+    def _summarized(self) -> bool:
+        """Whether the catalog has the summary columns (a read-only open may meet an old log)."""
+        self._run_columns()
+        return self._has_summaries
 
     def _hashed(self) -> bool:
         """Whether events have hashes (a read-only open may meet a log from before them)."""
@@ -684,7 +866,40 @@ def _insert(conn: sqlite3.Connection, run_id: str, after: int, events: Sequence[
     )
 
 
+def _summary_row(summary: RunSummary) -> tuple[Any, ...]:
+    def cut(text: str | None) -> str | None:
+        return text[:SUMMARY_TEXT] if text is not None else None
+
+    return (
+        summary.steps,
+        summary.input_tokens,
+        summary.output_tokens,
+        summary.cost,
+        summary.model,
+        cut(summary.answer),
+        cut(summary.error),
+    )
+
+
+def _write_summary(conn: sqlite3.Connection, run_id: str, summary: RunSummary) -> int:
+    cur = conn.execute(
+        f"UPDATE runs SET {_SUMMARY_SET} WHERE run_id = ?", (*_summary_row(summary), run_id)
+    )
+    return cur.rowcount
+
+
 def _run_record(row: tuple[Any, ...]) -> RunRecord:
+    summary = RunSummary()
+    if len(row) > 13 and row[13] is not None:
+        summary = RunSummary(
+            steps=row[13],
+            input_tokens=row[14] or 0,
+            output_tokens=row[15] or 0,
+            cost=row[16],
+            model=row[17],
+            answer=row[18],
+            error=row[19],
+        )
     return RunRecord(
         run_id=row[0],
         task=row[1],
@@ -695,6 +910,7 @@ def _run_record(row: tuple[Any, ...]) -> RunRecord:
         parent_id=row[6],
         branch_seq=row[7],
         info=json.loads(row[8] or "{}"),
-        driver=Driver(row[9], row[10], row[11] or "") if len(row) > 9 and row[9] else None,
-        lease_until=row[12] if len(row) > 9 else None,
+        driver=Driver(row[9], row[10], row[11] or "") if row[9] else None,
+        lease_until=row[12],
+        summary=summary,
     )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from agentsm import (
     AgentConfig,
@@ -13,6 +13,7 @@ from agentsm import (
     HumanInputRequired,
     LlmCaller,
     LlmResponse,
+    ToolCall,
     ToolOutcome,
 )
 from agentsm import facts as f
@@ -39,6 +40,8 @@ def branch_run(
     llm: LlmCaller | None = None,
     builder: Builder | None = None,
     new_run_id: str | None = None,
+    live_tools: bool = True,
+    on_live_tool: Callable[[ToolCall], None] | None = None,
 ) -> str:
     """Start a new run from the parent's facts up to the last complete transition at or before
     seq `at`, apply the changes, continue it to its end, and return its id.
@@ -48,7 +51,8 @@ def branch_run(
     (otherwise the parent's remaining recorded responses do). Tools, decisions: the parent's
     recorded ones after the branch point, by position, while they are about the same calls
     (tool and arguments); other calls go to the builder's own tools and approval callback
-    (without a builder, tools come back as `ERROR: NotRecorded`). A change nothing after the
+    (without a builder, or with `live_tools=False`, tools come back as `ERROR: NotRecorded`;
+    `on_live_tool` is told of each call run live). A change nothing after the
     point used (no LLM call or tool run came, or the answer became a reflection summary) is
     reported with an `UnusedChange` warning: the branch then repeats its parent.
     """
@@ -75,7 +79,13 @@ def branch_run(
         for e in parent.tool_effects[parent.tool_runs_before(point) :]
         if e.outcome is not None and e.outcome.known
     ]
-    agent.tool_runner(RecordedTools(tools, live.run_tool, first=first))
+
+    async def run_live(call: ToolCall) -> ToolOutcome:
+        if on_live_tool is not None:
+            on_live_tool(call)
+        return await live.run_tool(call)
+
+    agent.tool_runner(RecordedTools(tools, run_live if live_tools else None, first=first))
     later_groups = [g for g in parent.decision_groups if g and g[0].seq > point]
     agent.on_approval(RecordedDecisions(later_groups, live.approval))
     agent.values(RecordedValues([d for _, d in parent.draws[parent.draws_before(point) :]]))

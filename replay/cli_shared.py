@@ -1,17 +1,18 @@
-"""What the worker, tail and otel commands share: the `--db` option and one-line errors."""
+"""What the worker, tail and otel commands share: `--db` handed to them, and one-line errors."""
 
 from __future__ import annotations
 
-import os
+import functools
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import click
 
 from agentsm import AgentError
 from eventstore import StoreError
 
+from .cli_common import common, db_path
 from .render import printable
 
 __all__ = ["CommandFailed", "db_option", "reported"]
@@ -29,13 +30,14 @@ class CommandFailed(click.ClickException):
 
 
 def db_option(func: F) -> F:
-    """`--db PATH_OR_URL`, else $AGENTSM_DB, else ./agentsm.db (as on every command)."""
-    return click.option(
-        "--db",
-        default=lambda: os.environ.get("AGENTSM_DB") or "agentsm.db",
-        show_default="$AGENTSM_DB, else ./agentsm.db",
-        help="the agentsm log: a SQLite file (or a database URL)",
-    )(func)
+    """`--db` and `--debug` as on every command (anywhere on the line, else $AGENTSM_DB, else
+    ./agentsm.db), handed to the command as its `db` argument."""
+
+    @functools.wraps(func)
+    def with_db(*args: Any, **kwargs: Any) -> Any:
+        return func(*args, db=db_path(), **kwargs)
+
+    return cast(F, common(with_db))
 
 
 @contextmanager

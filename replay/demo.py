@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import operator
+import shlex
 from typing import Any
 
 from agentsm import (
@@ -115,9 +116,10 @@ def demo_agent(task: str = DEMO_TASK) -> AgentBuilder:
     )
 
 
-def run_demo(db: str, style: Any) -> int:
+def run_demo(db: str, style: Any, default: str | None = None) -> int:
     """Record a demo run into `db`, print its trace, rebuild its memory from the file, replay
-    it, and branch it where the LLM called a blacklisted tool."""
+    it, and branch it where the LLM called a blacklisted tool; the closing commands name `db`
+    unless it is `default`, the log the commands read without --db."""
     from eventstore import SQLiteEventStore
 
     from .branching import branch_run
@@ -164,6 +166,7 @@ def run_demo(db: str, style: Any) -> int:
         print(diff_runs(fresh, engine.run_id, branch))
     explore = ("runs --tree", f"show {engine.run_id}", f"memory {engine.run_id} --at 20")
     print("\nExplore it (each line is a command):")
+    where = "" if db == default else f" --db {shlex.quote(db)}"
     for command in (*explore, f"replay {engine.run_id}"):
-        print(f"  agentsm --db {db} {command}")
+        print(f"  agentsm{where} {command}")
     return 0 if same and report.identical else 1

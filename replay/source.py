@@ -10,9 +10,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from agentsm import AgentBuilder, BuildError
+from agentsm import AgentBuilder, BuildError, State
+from agentsm.catalog import backfill
 from agentsm.facts import RunStarted
-from eventstore import AmbiguousRunId, EventStore, SQLiteEventStore
+from eventstore import EventStore, SQLiteEventStore
 
 from .errors import BuilderRequired
 
@@ -20,6 +21,7 @@ __all__ = [
     "Builder",
     "StoreLike",
     "builder_needs",
+    "can_write",
     "load_builder",
     "open_store",
     "recorded_builder",
@@ -37,24 +39,38 @@ def open_store(
 ) -> EventStore:
     """The store itself, or an existing SQLite log at that path (a new one only with
     `create`); `read_only` opens the file so that nothing can be written to it; `options` go
-    to the store (`lease`, `busy_timeout`, ...)."""
-    if isinstance(db, str | Path):
-        return SQLiteEventStore(db, create=create, read_only=read_only, **options)
-    return db
+    to the store (`lease`, `busy_timeout`, ...). A log from an older release (runs without a
+    catalog summary) that the user may write is migrated and its summaries back-filled once
+    (`agentsm.catalog.backfill`), so that listings never fold a run; an up-to-date log opened
+    `read_only` is never written."""
+    if not isinstance(db, str | Path):
+        return db
+    store = SQLiteEventStore(db, create=create, read_only=read_only, **options)
+    if read_only and not (store.unsummarized() and can_write(Path(db))):
+        return store
+    if read_only:
+        store.close()
+        store = SQLiteEventStore(db, create=False, **options)
+    try:
+        backfill(store)
+    except BaseException:
+        store.close()
+        raise
+    if not read_only:
+        return store
+    store.close()
+    return SQLiteEventStore(db, create=False, read_only=True, **options)
+
+
+def can_write(path: str | Path) -> bool:
+    """Whether this user may write the log (and its directory, for the -wal and -shm files)."""
+    path = Path(path)
+    return path.is_file() and os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)
 
 
 def resolve_run(store: EventStore, run_id: str) -> str:
-    """The full id of a run given its id or a unique prefix of it."""
-    ids = [r.run_id for r in store.runs()]
-    if run_id in ids:
-        return run_id
-    matches = [i for i in ids if i.startswith(run_id)] if run_id else []
-    if len(matches) == 1:
-        return matches[0]
-    if len(matches) > 1:
-        raise AmbiguousRunId(run_id, matches)
-    store.run(run_id)  # raises UnknownRun with the closest ids
-    return run_id  # pragma: no cover
+    """The full id of a run given its id or a unique prefix of it (through the id index)."""
+    return store.resolve(run_id)
 
 
 def load_builder(spec: str) -> Builder:
@@ -107,8 +123,12 @@ def builder_needs(definition: RunStarted) -> list[str]:
     """What of a recorded agent lives only in the user's code, so that replaying or branching
     the run without the user's builder would run another agent."""
     needs = []
-    if definition.custom_handlers:
-        needs.append(f"its own handlers for {', '.join(definition.custom_handlers)}")
+    builtin = [s for s in definition.custom_handlers if s in set(State)]
+    custom = [s for s in definition.custom_handlers if s not in set(State)]
+    if custom:
+        needs.append(f"custom state{'s' if len(custom) > 1 else ''} {', '.join(custom)}")
+    if builtin:
+        needs.append(f"its own handlers for {', '.join(builtin)}")
     if definition.custom_table:
         needs.append("a custom transition table")
     if definition.redactions:

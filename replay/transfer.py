@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentsm import UnreadableFact
+from agentsm.catalog import backfill
 from agentsm.facts import FACTS
 from eventstore import EventStore, NewEvent, StoredEvent
 from eventstore.chain import GENESIS, link
@@ -237,4 +238,5 @@ def import_runs(store: EventStore, lines: Iterable[str], *, name: str = "the fil
                 events=run.events,
                 status=status if isinstance(status, str) else "imported",
             )
+    backfill(store)  # the catalog summaries of the imported runs, folded once
     return [run.run_id for run in runs]

@@ -46,9 +46,10 @@ def test_demo_records_prints_rebuilds_replays_and_branches(tmp_path: Path) -> No
     assert "Replay against the recording: run " in out and ": identical (45 facts" in out
     assert "B branched from A at seq 24" in out
     assert "\\n" not in out  # the program's own newlines are not escaped as recorded text
-    hint = [line.strip() for line in out.splitlines() if line.startswith("  agentsm --db ")]
+    hint = [line.strip() for line in out.splitlines() if line.startswith("  agentsm ")]
+    assert hint[0] == "agentsm runs --tree"  # the demo wrote the log the commands read
     assert len(hint) == 4 and all(ok(agentsm(*line.split()[1:], cwd=tmp_path)) for line in hint)
-    store = SQLiteEventStore(tmp_path / "agentsm-demo.db", create=False)
+    store = SQLiteEventStore(tmp_path / "agentsm.db", create=False)
     original, branch = store.runs()
     assert (original.status, branch.status, branch.parent_id) == ("done", "done", original.run_id)
     memory, state = AgentMemory.rebuild(store, original.run_id)
@@ -58,10 +59,12 @@ def test_demo_records_prints_rebuilds_replays_and_branches(tmp_path: Path) -> No
 def test_db_is_taken_before_or_after_the_command_and_from_the_environment(
     tmp_path: Path,
 ) -> None:
-    ok(agentsm("--db", "before.db", "demo", cwd=tmp_path))
+    before = ok(agentsm("--db", "before.db", "demo", cwd=tmp_path))
+    assert "\n  agentsm --db before.db runs --tree\n" in before  # the hint names the log
     ok(agentsm("demo", "--db", "after.db", cwd=tmp_path))
-    ok(agentsm("demo", cwd=tmp_path, env={"AGENTSM_DB": "env.db"}))
-    assert not (tmp_path / "agentsm-demo.db").exists()
+    from_env = ok(agentsm("demo", cwd=tmp_path, env={"AGENTSM_DB": "env.db"}))
+    assert "\n  agentsm runs --tree\n" in from_env  # $AGENTSM_DB is what the commands read
+    assert not (tmp_path / "agentsm.db").exists()
     for name in ("before.db", "after.db", "env.db"):
         assert len(SQLiteEventStore(tmp_path / name, create=False).runs()) == 2
         listed = ok(agentsm("runs", "--db", name, cwd=tmp_path))
@@ -70,7 +73,7 @@ def test_db_is_taken_before_or_after_the_command_and_from_the_environment(
 
 def test_inspection_commands_on_a_demo_database(tmp_path: Path) -> None:
     ok(agentsm("demo", cwd=tmp_path))
-    db = ["--db", "agentsm-demo.db"]
+    db = ["--db", "agentsm.db"]
     runs = ok(agentsm(*db, "runs", cwd=tmp_path))
     assert runs.splitlines()[0].split() == [
         "id",
@@ -78,9 +81,14 @@ def test_inspection_commands_on_a_demo_database(tmp_path: Path) -> None:
         "status",
         "steps",
         "tokens",
+        "cost",
+        "model",
         "started",
         "duration",
         "parent",
+        "answer",
+        "/",
+        "error",
     ]
     original, branch = (line.split()[0] for line in runs.splitlines()[1:])
     assert "\033[" not in runs  # plain when piped
@@ -91,7 +99,7 @@ def test_inspection_commands_on_a_demo_database(tmp_path: Path) -> None:
     lines = ok(agentsm(*db, "show", original, "--json", cwd=tmp_path)).splitlines()
     assert len(lines) == 45 and json.loads(lines[0])["fact"]["kind"] == "RunStarted"
     memory = ok(agentsm(*db, "memory", original, "--at", "20", cwd=tmp_path))
-    assert "state ParallelActing" in memory and "history (1 entries)" in memory
+    assert "state ParallelActing" in memory and "history (1 entry)" in memory
     as_json = json.loads(ok(agentsm(*db, "memory", original, "--at", "20", "--json", cwd=tmp_path)))
     assert as_json["state"] == "ParallelActing" and as_json["memory"]["step"] == 2
     replayed = agentsm(*db, "replay", original, cwd=tmp_path)
@@ -102,14 +110,14 @@ def test_inspection_commands_on_a_demo_database(tmp_path: Path) -> None:
         agentsm(
             *db, "branch", original, "--at", "12", "--answer", "Paris, surely enough.", cwd=tmp_path
         )
-    ).strip()
-    child = SQLiteEventStore(tmp_path / "agentsm-demo.db").run(new)
+    ).split()[0]
+    child = SQLiteEventStore(tmp_path / "agentsm.db").run(new)
     assert (child.parent_id, child.branch_seq) == (original, 12)
 
 
 def test_replay_all_with_a_builder_reports_each_run(tmp_path: Path) -> None:
     ok(agentsm("demo", cwd=tmp_path))
-    db = ["--db", "agentsm-demo.db"]
+    db = ["--db", "agentsm.db"]
     same = agentsm(*db, "replay", "--all", "--builder", "replay.demo:demo_agent", cwd=tmp_path)
     assert same.returncode == 0, same.stderr
     assert "2 runs replayed: 2 identical, 0 diverged" in same.stdout
@@ -136,7 +144,7 @@ def test_replay_all_with_a_builder_reports_each_run(tmp_path: Path) -> None:
 
 def test_errors_name_the_problem(tmp_path: Path) -> None:
     ok(agentsm("demo", cwd=tmp_path))
-    db = ["--db", "agentsm-demo.db"]
+    db = ["--db", "agentsm.db"]
     run_id = ok(agentsm(*db, "runs", cwd=tmp_path)).splitlines()[1].split()[0]
     unknown = agentsm(*db, "show", run_id[:-1] + "x", cwd=tmp_path)
     assert unknown.returncode == 2 and f"Closest ids: {run_id}" in unknown.stderr
@@ -145,7 +153,7 @@ def test_errors_name_the_problem(tmp_path: Path) -> None:
     assert bad.returncode == 2 and "not a usable SQLite database" in bad.stderr
     import sqlite3
 
-    conn = sqlite3.connect(tmp_path / "agentsm-demo.db")
+    conn = sqlite3.connect(tmp_path / "agentsm.db")
     conn.execute("PRAGMA user_version = 99")
     conn.commit()
     conn.close()
@@ -183,11 +191,11 @@ def test_every_command_has_help_with_an_example(command: str, tmp_path: Path) ->
 
 def test_export_and_import_move_a_family_between_databases(tmp_path: Path) -> None:
     ok(agentsm("demo", cwd=tmp_path))
-    store = SQLiteEventStore(tmp_path / "agentsm-demo.db")
+    store = SQLiteEventStore(tmp_path / "agentsm.db")
     original, branch = (r.run_id for r in store.runs())
     for run in (original, branch):
         (tmp_path / f"{run}.jsonl").write_text(
-            ok(agentsm("--db", "agentsm-demo.db", "export", run, cwd=tmp_path))
+            ok(agentsm("--db", "agentsm.db", "export", run, cwd=tmp_path))
         )
         ok(agentsm("--db", "copy.db", "import", f"{run}.jsonl", cwd=tmp_path))
     copy = SQLiteEventStore(tmp_path / "copy.db")
@@ -216,15 +224,15 @@ def test_import_of_a_file_without_runs_says_so_and_creates_no_database(
 
 def test_a_refused_import_leaves_no_new_database_and_keeps_an_old_one(tmp_path: Path) -> None:
     ok(agentsm("demo", cwd=tmp_path))
-    original = SQLiteEventStore(tmp_path / "agentsm-demo.db").runs()[0].run_id
-    lines = ok(agentsm("--db", "agentsm-demo.db", "export", original, cwd=tmp_path)).splitlines()
+    original = SQLiteEventStore(tmp_path / "agentsm.db").runs()[0].run_id
+    lines = ok(agentsm("--db", "agentsm.db", "export", original, cwd=tmp_path)).splitlines()
     (tmp_path / "half.jsonl").write_text("\n".join(lines[:20]) + "\n")
     result = agentsm("--db", "new.db", "import", "half.jsonl", cwd=tmp_path)
     assert result.returncode == 2 and "it was cut off" in result.stderr
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("new.db")) == []
-    result = agentsm("--db", "agentsm-demo.db", "import", "half.jsonl", cwd=tmp_path)
+    result = agentsm("--db", "agentsm.db", "import", "half.jsonl", cwd=tmp_path)
     assert result.returncode == 2 and "it was cut off" in result.stderr
-    assert len(SQLiteEventStore(tmp_path / "agentsm-demo.db").runs()) == 2
+    assert len(SQLiteEventStore(tmp_path / "agentsm.db").runs()) == 2
 
 
 # -- durable approval and crash resume, across processes --------------------------------------

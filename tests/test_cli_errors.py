@@ -112,7 +112,8 @@ def test_branch_config_changes_the_given_fields_and_keeps_the_recorded_others(
 ) -> None:
     path, run_id, _ = db
     err = fails(capsys, "--db", path, "branch", run_id, "--at", "3", "--config", '{"max_step": 2}')
-    assert "max_step: Extra inputs are not permitted" in err and "max_steps, " in err
+    assert "no field 'max_step' (did you mean 'max_steps'?)" in err and "max_steps, " in err
+    assert err.count("\n") == 1 and "pydantic" not in err
     assert main(["--db", path, "branch", run_id, "--at", "3", "--config", '{"max_steps": 7}']) == 0
     branch = capsys.readouterr().out.split()[0]
     store = SQLiteEventStore(path)

@@ -65,7 +65,7 @@ def test_images_are_written_as_svg_and_png(tmp_path: Path) -> None:
 
 def test_picture_commands(tmp_path: Path) -> None:
     ok(agentsm("demo", cwd=tmp_path))
-    db = ["--db", "agentsm-demo.db"]
+    db = ["--db", "agentsm.db"]
     run_id = ok(agentsm(*db, "runs", cwd=tmp_path)).splitlines()[1].split()[0]
     assert ok(agentsm(*db, "graph", cwd=tmp_path)).startswith("stateDiagram-v2")
     assert "wrote run.svg" in ok(agentsm(*db, "graph", run_id, "--out", "run.svg", cwd=tmp_path))

@@ -96,7 +96,7 @@ def test_every_command_shows_recorded_control_characters_escaped(
     for command in commands:
         main(["--db", db, *command])
         outputs[" ".join(command[:2])] = capsys.readouterr()
-    branch = outputs[f"branch {run_id}"].out.strip()
+    branch = outputs[f"branch {run_id}"].out.split()[0]
     main(["--db", db, "diff", run_id, branch])
     outputs["diff"] = capsys.readouterr()
     main(["--db", db, "show", run_id + "\x1b[2J"])

@@ -235,8 +235,8 @@ def test_a_branch_whose_change_was_never_used_says_so(
     assert "Another answer" in SQLiteEventStore(db).read(used)[-1].payload
     assert main(["--db", str(db), "branch", run_id, "--at", str(last), "--answer", "Other."]) == 0
     shown = capsys.readouterr()
-    assert shown.out.strip() in {r.run_id for r in SQLiteEventStore(db).runs()}
-    assert shown.err.startswith("agentsm: note: Branch ") and "no LLM call" in shown.err
+    assert shown.out.split()[0] in {r.run_id for r in SQLiteEventStore(db).runs()}
+    assert shown.err.startswith("agentsm: warning: Branch ") and "no LLM call" in shown.err
 
 
 class Killed(BaseException):

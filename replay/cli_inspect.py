@@ -1,0 +1,309 @@
+"""`agentsm show`, `memory`, `diff`, `verify`, `export`, `import`, `backup` and the pictures:
+reading one run (or copying it) without changing it."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from agentsm import facts as f
+from agentsm.trace import TRACE_COLUMNS
+from eventstore import SQLiteEventStore
+
+from .cli_common import (
+    Listing,
+    common,
+    db_path,
+    echo,
+    example,
+    get_builder,
+    open_log,
+    out,
+    plural,
+    status_cell,
+)
+from .diffing import diff_runs
+from .errors import UsageError
+from .recording import Recording
+from .render import printable
+from .source import resolve_run
+from .timetravel import memory_at
+from .transfer import export_run, import_runs
+
+__all__ = ["COMMANDS"]
+
+
+@click.command(
+    epilog=example(
+        "agentsm show 3f2a",
+        "agentsm show 3f2a --kind ToolExecuted --step 2 --full",
+        "agentsm show 3f2a --json > run.jsonl",
+    )
+)
+@click.argument("run")
+@click.option("--kind", "kinds", multiple=True, metavar="FACT", help="only facts of this kind")
+@click.option("--step", type=int, metavar="N", help="only facts of step N")
+@click.option("--full", is_flag=True, help="each fact in full (JSON), not its one-line summary")
+@click.option("--json", "as_json", is_flag=True, help="JSON lines, one per fact (full facts)")
+@click.option("--csv", "as_csv", is_flag=True, help="the table as CSV")
+@common
+def show(
+    run: str, kinds: tuple[str, ...], step: int | None, full: bool, as_json: bool, as_csv: bool
+) -> None:
+    """Print a run's trace: one line per fact (seq, step, state, fact, summary)."""
+    recording = Recording.load(open_log(), run)
+    known = {e.event for e in recording.entries} | set(f.FACTS.versions)
+    unknown = sorted(set(kinds) - known)
+    if unknown:
+        raise UsageError(
+            f"--kind {', '.join(unknown)}: no such fact; the kinds are "
+            f"{', '.join(sorted(f.FACTS.versions))}."
+        )
+    entries = [
+        e
+        for e in recording.entries
+        if (not kinds or e.event in kinds) and (step is None or e.step == step)
+    ]
+    if as_json:
+        for e in entries:
+            click.echo(json.dumps(e.to_dict(), ensure_ascii=False))
+        return
+    r = recording.run
+    if not as_csv:
+        status = status_cell(r.shown_status)
+        head = out(f"run {r.run_id}", "bold") + "  " + out(status.text, status.style)
+        click.echo(f"{head}  task: {printable(r.task)}")
+        if r.parent_id:
+            click.echo(f"branched from {printable(r.parent_id)} at seq {r.branch_seq}")
+    if full and not as_csv:
+        blocks = []
+        for e in entries:
+            body = json.dumps(e.fact.model_dump(mode="json"), indent=2, ensure_ascii=False)
+            title = out(f"seq {e.seq}  step {e.step}  {e.state}  {e.event}", "bold")
+            blocks.append(f"{title}\n{printable(body, lines=True)}")
+        echo("\n\n".join(blocks) if blocks else "No facts match.")
+        return
+    listing = Listing(TRACE_COLUMNS, ("seq", "step", "state", "fact", "data"))
+    for e in entries:
+        listing.add(
+            {"seq": e.seq, "step": e.step, "state": e.state, "fact": e.event, "data": e.data},
+            [str(e.seq), str(e.step), e.state, e.event, e.data],
+        )
+    listing.emit("csv" if as_csv else None)
+
+
+@click.command(
+    epilog=example("agentsm memory 3f2a --at 17", "agentsm memory 3f2a --at 17 --messages")
+)
+@click.argument("run")
+@click.option("--at", type=int, metavar="SEQ", help="sequence number (default: the last)")
+@click.option("--messages", is_flag=True, help="the conversation the LLM is sent at that point")
+@click.option("--json", "as_json", is_flag=True, help="the whole memory as JSON")
+@common
+def memory(run: str, at: int | None, messages: bool, as_json: bool) -> None:
+    """A run's memory and state at a sequence number, rebuilt by folding its log up to it."""
+    store = open_log()
+    run_id = resolve_run(store, run)
+    seq = at if at is not None else store.run(run_id).last_seq
+    mem, state = memory_at(store, run_id, seq)
+    if messages:
+        sent = mem.build_messages()
+        recording = Recording.load(store, run_id)
+        asked = [
+            e for e in recording.entries if e.seq <= seq and isinstance(e.fact, f.LlmRequested)
+        ]
+        if as_json:
+            click.echo(json.dumps(sent, indent=2, ensure_ascii=False))
+            return
+        last = asked[-1] if asked else None
+        if last is not None and last.fact.messages_digest == mem.messages_digest():  # type: ignore[union-attr]
+            note = f"as sent by the LLM request at seq {last.seq}"
+        else:
+            note = "what the next LLM request would be sent (no request was made from here)"
+        head = f"run {run_id} at seq {seq}: {plural(len(sent), 'message')}, {note}"
+        lines: list[str] = [out(head, "bold")]
+        for m in sent:
+            lines.append(out(f"[{m['role']}]", "cyan"))
+            if m.get("content"):
+                lines.append(printable(m["content"], lines=True))
+            for call in m.get("tool_calls", []) or []:
+                lines.append(printable(f"→ {json.dumps(call, ensure_ascii=False)}"))
+        echo("\n".join(lines))
+        return
+    if as_json:
+        click.echo(
+            json.dumps(
+                {"seq": seq, "state": str(state), "memory": mem.model_dump(mode="json")},
+                indent=2,
+            )
+        )
+        return
+    lines = [out(f"run {run_id} at seq {seq}: state {state}", "bold")]
+    fields = [
+        ("task", mem.task),
+        ("step", mem.step),
+        ("retry_count", mem.retry_count),
+        ("tokens", mem.total_usage.total_tokens),
+        ("final_answer", mem.final_answer),
+        ("error", mem.error),
+        (
+            "planned_calls",
+            ", ".join(
+                f"{c.name}({json.dumps(c.args, ensure_ascii=False)})" for c in mem.planned_calls
+            ),
+        ),
+        ("pending_approval", ", ".join(mem.pending_approval)),
+    ]
+    for name, value in fields:
+        if value not in (None, ""):
+            lines.append(f"  {name:<16} {printable(value)}")
+    lines.append(f"  history ({plural(len(mem.history), 'entry', 'entries')})")
+    for entry in mem.history:
+        mark = out("ok ", "green") if entry.success else out("err", "red")
+        call = printable(f"{entry.tool.name}({json.dumps(entry.tool.args, ensure_ascii=False)})")
+        lines.append(f"    [{entry.step}] {mark} {call} -> {printable(entry.observation[:80])}")
+    echo("\n".join(lines))
+
+
+@click.command(epilog=example("agentsm diff 3f2a 9c1e"))
+@click.argument("run_a")
+@click.argument("run_b")
+@common
+def diff(run_a: str, run_b: str) -> None:
+    """Where two runs part, and how each ends."""
+    echo(printable(diff_runs(open_log(), run_a, run_b), lines=True))
+
+
+@click.command(epilog=example("agentsm verify 3f2a", "agentsm verify --all"))
+@click.argument("run", required=False)
+@click.option("--all", "every", is_flag=True, help="check every run of the log")
+@common
+def verify(run: str | None, every: bool) -> None:
+    """Check the hash chain of a run's facts: intact, or the first broken link (exit 0/1)."""
+    store = open_log()
+    if not every and not run:
+        raise UsageError("verify needs a RUN id, or --all to check every run of the log.")
+    run_ids = [r.run_id for r in store.runs()] if every else [resolve_run(store, run or "")]
+    broken = 0
+    for run_id in run_ids:
+        report = store.verify(run_id)
+        if report.ok:
+            click.echo(printable(str(report)))
+        else:
+            broken += 1
+            click.echo(out(printable(str(report)), "red", "bold"))
+    if every:
+        click.echo(
+            f"\n{plural(len(run_ids), 'run')} verified: {len(run_ids) - broken} intact, "
+            f"{broken} broken"
+        )
+    sys.exit(1 if broken else 0)
+
+
+@click.command(epilog=example("agentsm export 3f2a > run.jsonl"))
+@click.argument("run")
+@common
+def export(run: str) -> None:
+    """Write a run as JSON lines (its catalog entry, then one line per fact)."""
+    for line in export_run(open_log(), run):
+        click.echo(line)
+
+
+@click.command(
+    name="import",
+    epilog=example("agentsm import run.jsonl --db other.db", "cat run.jsonl | agentsm import -"),
+)
+@click.argument("file")
+@common
+def import_(file: str) -> None:
+    """Add the runs of a JSON lines export to the log (all of them, or none)."""
+    db = db_path()
+    lines = sys.stdin.read() if file == "-" else Path(file).read_text()
+    name = "standard input" if file == "-" else file
+    created = db != ":memory:" and not Path(db).exists()
+    store = SQLiteEventStore(db)
+    try:
+        imported = import_runs(store, lines.splitlines(), name=name)
+    except BaseException:
+        store.close()
+        if created:  # a refused import leaves no database it made behind
+            for suffix in ("", "-wal", "-shm", "-journal"):
+                Path(db + suffix).unlink(missing_ok=True)
+        raise
+    for run_id in imported:
+        click.echo(f"imported {printable(run_id)}")
+
+
+@click.command(epilog=example("agentsm backup runs-copy.db --db runs.db"))
+@click.argument("dest")
+@common
+def backup(dest: str) -> None:
+    """Copy the log, live or not, into a new file (one consistent snapshot)."""
+    with SQLiteEventStore(db_path(), read_only=True) as store:
+        store.backup(dest)
+    click.echo(f"backed up {printable(db_path())} to {printable(dest)}")
+
+
+@click.command(epilog=example("agentsm graph 3f2a --out run.svg", "agentsm graph"))
+@click.argument("run", required=False)
+@click.option("--out", "out_file", metavar="FILE", help=".svg or .png (image), .mmd (Mermaid)")
+@click.option("--builder", metavar="MODULE:FACTORY", help="your agent, for its own table")
+@common
+def graph(run: str | None, out_file: str | None, builder: str | None) -> None:
+    """The transition table as a state diagram, with a run's path (Mermaid text, or an image)."""
+    from agentsm import build_transition_table
+    from agentsm.pictures import path_of, save, state_diagram, to_mermaid
+
+    make = get_builder(builder)
+    path = None
+    title = "transition table"
+    task = "graph"
+    if run:
+        recording = Recording.load(open_log(), run)
+        path = path_of(e.fact for e in recording.entries)
+        title = f"run {recording.run_id}: the path it took"
+        task = recording.definition.task
+    table = make(task).build().table if make is not None else build_transition_table()
+    if not out_file or out_file.endswith((".mmd", ".md")):
+        text = to_mermaid(table, path)
+        if out_file:
+            Path(out_file).write_text(text + "\n")
+            click.echo(f"wrote {out_file}")
+        else:
+            click.echo(printable(text, lines=True))
+        return
+    click.echo(f"wrote {save(state_diagram(table, path, title), out_file)}")
+
+
+@click.command(epilog=example("agentsm timeline 3f2a --out run.png"))
+@click.argument("run")
+@click.option("--out", "out_file", required=True, metavar="FILE", help=".svg or .png")
+@common
+def timeline(run: str, out_file: str) -> None:
+    """A run's timeline: states, tool calls, tokens, durations."""
+    from agentsm.pictures import save
+    from agentsm.pictures import timeline as draw
+
+    recording = Recording.load(open_log(), run)
+    title = f"run {recording.run_id}: {recording.run.task[:60]}"
+    click.echo(f"wrote {save(draw(list(recording.entries), title), out_file)}")
+
+
+@click.command(epilog=example("agentsm family 3f2a --out family.png"))
+@click.argument("run")
+@click.option("--out", "out_file", required=True, metavar="FILE", help=".svg or .png")
+@common
+def family(run: str, out_file: str) -> None:
+    """A run's branch family as a tree, each run labelled with its answer or error."""
+    from agentsm.pictures import family_tree, save
+
+    store = open_log()
+    run_id = resolve_run(store, run)
+    labels = {r.run_id: r.summary.answer or r.summary.error or "" for r in store.runs()}
+    click.echo(f"wrote {save(family_tree(store, run_id, labels), out_file)}")
+
+
+COMMANDS = [show, memory, diff, verify, export, import_, backup, graph, timeline, family]

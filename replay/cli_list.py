@@ -1,0 +1,367 @@
+"""`agentsm runs`, `search` and `stats`: the catalog, read without folding a single run."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import Counter
+from typing import Any
+
+import click
+
+from agentsm.tables import Column
+from agentsm.trace import decode
+from eventstore import EventStore, RunRecord, SQLiteEventStore
+
+from .cli_common import (
+    Listing,
+    common,
+    db_path,
+    echo,
+    example,
+    format_options,
+    open_log,
+    parse_since,
+    plural,
+    shown,
+    status_cell,
+    when,
+)
+from .errors import UsageError
+from .source import can_write
+
+__all__ = ["runs", "search", "stats"]
+
+STATUSES = (
+    "created",
+    "queued",
+    "running",
+    "waiting",
+    "ready",
+    "done",
+    "failed",
+    "aborted",
+    "stopped",
+    "interrupted",
+    "imported",
+    "error",
+)
+"""What `--status` takes: the catalog's statuses, `interrupted` (running, its driver gone) and
+`error` (failed or aborted)."""
+
+
+def select(
+    store: EventStore,
+    *,
+    status: str | None,
+    model: str | None,
+    task: str | None,
+    since: float | None,
+    limit: int | None,
+) -> list[RunRecord]:
+    """The newest `limit` runs matching the filters, oldest first, from the catalog alone."""
+    if status is not None and status not in STATUSES:
+        raise UsageError(f"--status {status!r}: use one of {', '.join(STATUSES)}.")
+    wanted = {"error": ("failed", "aborted"), "interrupted": ("running",)}.get(
+        status or "", (status,)
+    )
+    found: list[RunRecord] = []
+    for one in wanted:
+        found += store.runs(
+            status=one, model=model, task=task, since=since, limit=limit, newest_first=True
+        )
+    if status == "interrupted":
+        found = [r for r in found if r.driver_gone()]
+    found.sort(key=lambda r: r.created_at, reverse=True)
+    return list(reversed(found[:limit] if limit is not None else found))
+
+
+def _tree(records: list[RunRecord]) -> list[tuple[RunRecord, int]]:
+    by_id = {r.run_id: r for r in records}
+    children: dict[str | None, list[RunRecord]] = {}
+    for r in records:
+        children.setdefault(r.parent_id if r.parent_id in by_id else None, []).append(r)
+    ordered: list[tuple[RunRecord, int]] = []
+
+    def walk(parent: str | None, level: int) -> None:
+        for r in children.get(parent, []):
+            ordered.append((r, level))
+            walk(r.run_id, level + 1)
+
+    walk(None, 0)
+    return ordered
+
+
+RUN_COLUMNS = (
+    Column("id"),
+    Column("task", flexible=True),
+    Column("status"),
+    Column("steps", "right", drop=1),
+    Column("tokens", "right", drop=2),
+    Column("cost", "right", drop=5),
+    Column("model", drop=3),
+    Column("started", drop=4),
+    Column("duration", "right", drop=6),
+    Column("parent", drop=7),
+    Column("answer / error", flexible=True),
+)
+
+
+RUN_KEYS = (
+    "run_id",
+    "task",
+    "status",
+    "steps",
+    "input_tokens",
+    "output_tokens",
+    "cost",
+    "model",
+    "created_at",
+    "updated_at",
+    "parent_id",
+    "branch_seq",
+    "answer",
+    "error",
+)
+"""The fields of a run in `runs --json` and `--csv`."""
+
+
+def run_record(r: RunRecord) -> dict[str, Any]:
+    """A run as plain data (what `runs --json` and `--csv` give)."""
+    s = r.summary
+    return {
+        "run_id": r.run_id,
+        "task": r.task,
+        "status": r.shown_status,
+        "steps": s.steps,
+        "input_tokens": s.input_tokens,
+        "output_tokens": s.output_tokens,
+        "cost": s.cost,
+        "model": s.model,
+        "created_at": r.created_at,
+        "updated_at": r.updated_at,
+        "parent_id": r.parent_id,
+        "branch_seq": r.branch_seq,
+        "answer": s.answer,
+        "error": s.error,
+    }
+
+
+@click.command(
+    epilog=example(
+        "agentsm runs -n 50 --status error --since 2h --task invoice --model gpt-4o",
+        "agentsm runs --tree",
+        "agentsm runs --json | jq '.[].run_id'",
+    )
+)
+@click.option(
+    "-n", "--limit", type=int, default=50, show_default=True, help="the newest N (0: all)"
+)
+@click.option("--status", metavar="STATUS", help=f"only this status: {', '.join(STATUSES)}")
+@click.option(
+    "--since", metavar="WHEN", help="last fact within a duration (2h, 1d) or since a date"
+)
+@click.option("--task", metavar="TEXT", help="task contains TEXT (any case)")
+@click.option("--model", metavar="MODEL", help="only runs of this model")
+@click.option("--tree", is_flag=True, help="show branch families as a tree")
+@format_options
+@common
+def runs(
+    limit: int,
+    status: str | None,
+    since: str | None,
+    task: str | None,
+    model: str | None,
+    tree: bool,
+    fmt: str | None,
+) -> None:
+    """List the runs of the log, newest last: status, steps, tokens, cost, model, and the start
+    of the answer or error (read from the catalog; no run is folded)."""
+    store = open_log()
+    records = select(
+        store,
+        status=status,
+        model=model,
+        task=task,
+        since=parse_since(since),
+        limit=limit or None,
+    )
+    if not records and fmt is None:
+        filtered = any(x is not None for x in (status, since, task, model))
+        click.echo(f"No runs{' match' if filtered else ''} in {shown(db_path())}.")
+        return
+    listing = Listing(RUN_COLUMNS, RUN_KEYS)
+    placed = _tree(records) if tree else [(r, 0) for r in records]
+    for r, depth in placed:
+        s = r.summary
+        listing.add(
+            run_record(r),
+            [
+                "  " * depth + ("└ " if depth else "") + r.run_id,
+                r.task,
+                status_cell(r.shown_status),
+                str(s.steps),
+                str(s.tokens),
+                f"${s.cost:.4f}" if s.cost is not None else "",
+                s.model or "",
+                when(r.created_at),
+                f"{r.updated_at - r.created_at:.2f}s" if r.updated_at >= r.created_at else "",
+                f"{r.parent_id}@{r.branch_seq}" if r.parent_id else "",
+                s.answer or (f"error: {s.error}" if s.error else ""),
+            ],
+        )
+    listing.emit(fmt)
+
+
+SEARCHED = (
+    "RunStarted",
+    "LlmResponded",
+    "ToolExecuted",
+    "FinalAnswerProduced",
+    "AnswerRejected",
+    "RunFailed",
+    "RunAborted",
+    "LlmFailed",
+    "HumanDecided",
+    "HistoryCompressed",
+)
+"""The facts `agentsm search` looks in: tasks, LLM text, observations, answers, errors."""
+
+
+@click.command(
+    epilog=example("agentsm search 'capital France'", "agentsm search timeout -n 100 --json")
+)
+@click.argument("text")
+@click.option("-n", "--limit", type=int, default=50, show_default=True, help="at most N facts")
+@format_options
+@common
+def search(text: str, limit: int, fmt: str | None) -> None:
+    """Full-text search over tasks, LLM answers, tool observations and errors: the matching
+    facts (best first) with the runs they belong to."""
+    store = open_log(write=can_write(db_path()))  # to index the facts logged since last time
+    if not isinstance(store, SQLiteEventStore):
+        raise UsageError("search reads the full-text index of a SQLite log; point --db at one.")
+    hits = store.search(text, kinds=SEARCHED, limit=limit)
+    missed = store.unindexed() if store.read_only else 0
+    if missed:
+        click.echo(
+            f"agentsm: note: the last {plural(missed, 'fact')} of this log are not in its search "
+            "index yet, and it is read-only for you: search it once with write access.",
+            err=True,
+        )
+    if not hits and fmt is None:
+        click.echo(f"Nothing matches {shown(text)!r} in {shown(db_path())}.")
+        return
+    listing = Listing(
+        (Column("run"), Column("seq", "right"), Column("fact"), Column("match", flexible=True)),
+        ("run_id", "seq", "kind", "snippet"),
+    )
+    for run_id, seq, kind, snippet in hits:
+        listing.add(
+            {"run_id": run_id, "seq": seq, "kind": kind, "snippet": snippet},
+            [run_id, str(seq), kind, _around_match(snippet)],
+        )
+    listing.emit(fmt)
+    if fmt is None:
+        runs_hit = len({h[0] for h in hits})
+        click.echo(f"\n{plural(len(hits), 'fact')} in {plural(runs_hit, 'run')}", err=True)
+
+
+def _around_match(snippet: str, before: int = 24) -> str:
+    """The snippet from a little before its first match, so that a cut table cell shows it."""
+    at = snippet.find("[")
+    return snippet if at <= before else "…" + snippet[at - before :]
+
+
+def _stats(store: EventStore, since: float | None) -> dict[str, Any]:
+    records = store.runs(since=since)
+    tools: Counter[str] = Counter()
+    failures: Counter[str] = Counter()
+    errors: Counter[str] = Counter()
+    durations: dict[str, list[float]] = {}
+    wanted = ("ToolExecuted", "RunFailed", "RunAborted", "LlmFailed")
+    if isinstance(store, SQLiteEventStore):  # one pass over the log
+        events = store.events_of(wanted, since=since)
+    else:
+        events = [e for r in records for e in store.read(r.run_id) if e.kind in wanted]
+    for event in events:
+        if since is not None and event.recorded_at < since:
+            continue
+        fact: Any = decode(event)
+        if event.kind == "ToolExecuted":
+            tools[fact.call.name] += 1
+            if not fact.success:
+                failures[fact.call.name] += 1
+                errors[f"tool {fact.error_type or 'failure'}"] += 1
+            ms = event.meta.get("metrics", {}).get("duration_ms")
+            if isinstance(ms, int | float):
+                durations.setdefault(fact.call.name, []).append(float(ms))
+        elif event.kind == "RunFailed":
+            errors[f"run {fact.reason}"] += 1
+        else:
+            errors[f"{'llm' if event.kind == 'LlmFailed' else 'abort'} {fact.error_type}"] += 1
+    slowest = sorted(
+        ((name, max(ms), sum(ms) / len(ms)) for name, ms in durations.items()),
+        key=lambda t: t[1],
+        reverse=True,
+    )
+    costs = [r.summary.cost for r in records if r.summary.cost is not None]
+    return {
+        "runs": len(records),
+        "status": dict(Counter(r.shown_status for r in records).most_common()),
+        "model": dict(Counter(r.summary.model or "(default)" for r in records).most_common()),
+        "input_tokens": sum(r.summary.input_tokens for r in records),
+        "output_tokens": sum(r.summary.output_tokens for r in records),
+        "cost": round(sum(costs), 6) if costs else None,
+        "tools": {n: {"calls": c, "failures": failures[n]} for n, c in tools.most_common()},
+        "errors": dict(errors.most_common()),
+        "slowest_tools": [
+            {"tool": n, "max_ms": round(top, 1), "mean_ms": round(mean, 1)}
+            for n, top, mean in slowest[:10]
+        ],
+    }
+
+
+@click.command(
+    epilog=example("agentsm stats --since 1d", "agentsm stats --since 2026-11-22 --json")
+)
+@click.option("--since", metavar="WHEN", help="runs with facts within a duration (2h, 1d) or since")
+@click.option("--json", "as_json", is_flag=True, help="the figures as one JSON object")
+@common
+def stats(since: str | None, as_json: bool) -> None:
+    """What happened over a time window: runs by status and model, tokens and cost, tool calls
+    and failures, error classes, and the slowest tools."""
+    figures = _stats(open_log(), parse_since(since))
+    if as_json:
+        click.echo(json.dumps(figures, indent=2))
+        return
+    window = f" since {since}" if since else ""
+    lines = [f"{plural(figures['runs'], 'run')}{window} in {shown(db_path())}"]
+
+    def counts(title: str, values: dict[str, Any]) -> None:
+        if values:
+            lines.append(f"{title}: " + ", ".join(f"{shown(k)} {v}" for k, v in values.items()))
+
+    counts("status", figures["status"])
+    counts("model", figures["model"])
+    cost = f", cost ${figures['cost']:.4f}" if figures["cost"] is not None else ""
+    lines.append(
+        f"tokens: {figures['input_tokens'] + figures['output_tokens']} "
+        f"(in {figures['input_tokens']}, out {figures['output_tokens']}){cost}"
+    )
+    tools = {
+        n: f"{plural(t['calls'], 'call')}" + (f" ({t['failures']} failed)" if t["failures"] else "")
+        for n, t in figures["tools"].items()
+    }
+    counts("tools", tools)
+    counts("errors", figures["errors"])
+    if figures["slowest_tools"]:
+        lines.append(
+            "slowest tools: "
+            + ", ".join(
+                f"{shown(t['tool'])} {t['max_ms']:.0f} ms (mean {t['mean_ms']:.0f})"
+                for t in figures["slowest_tools"][:5]
+            )
+        )
+    echo("\n".join(lines))
+    sys.stdout.flush()

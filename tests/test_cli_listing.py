@@ -1,0 +1,320 @@
+"""The command line as a user meets it: options anywhere, --version, listings from the catalog as
+tables, JSON or CSV, filters, search, stats, the trace and memory views, and what branch and
+replay report. In-process (`main`), on real log files."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from agentsm import (
+    AgentBuilder,
+    AgentFailed,
+    AgentMemory,
+    HumanInputRequired,
+    LlmResponse,
+    MockLlmCaller,
+    RunContext,
+    build_transition_table,
+)
+from agentsm.catalog import summary_of_facts
+from agentsm.tables import Cell, Column, render_table
+from agentsm.trace import Trace, decode
+from eventstore import SQLiteEventStore
+from replay.cli import cli, main
+from tests.scenarios import LONG, SCENARIOS, base
+
+Capture = pytest.CaptureFixture[str]
+
+
+def record(db: Path, builder: AgentBuilder) -> str:
+    engine = builder.store(str(db)).build()
+    try:
+        engine.run()
+    except (AgentFailed, HumanInputRequired):
+        pass
+    engine.store.close()
+    return engine.run_id
+
+
+@pytest.fixture
+def log(tmp_path: Path) -> dict[str, str]:
+    """A log with a done run, a failed one (max steps) and one waiting for a human."""
+    db = tmp_path / "runs.db"
+    runs = {name: record(db, SCENARIOS[name]()) for name in ("parallel", "max_steps", "failures")}
+    runs["db"] = str(db)
+    return runs
+
+
+def run(capsys: Capture, *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    shown = capsys.readouterr()
+    return code, shown.out, shown.err
+
+
+def test_version_and_options_before_or_after_the_command(
+    log: dict[str, str], capsys: Capture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code, out, _ = run(capsys, "--version")
+    assert code == 0 and re.fullmatch(r"agentsm, version \d+\.\d+\.\d+\n", out)
+    before = run(capsys, "--db", log["db"], "runs", "--json")
+    after = run(capsys, "runs", "--json", "--db", log["db"])
+    monkeypatch.setenv("AGENTSM_DB", log["db"])
+    from_env = run(capsys, "runs", "--json")
+    assert before == after == from_env and before[0] == 0
+    code, _, err = run(capsys, "runs", "--limit", "many")
+    assert code == 2 and err.count("\n") == 1 and "agentsm runs --help" in err
+    code, out, _ = run(capsys)
+    assert code == 0 and out.startswith("Usage: agentsm") and "search" in out
+    code, _, err = run(capsys, "runn")
+    assert (
+        code == 2
+        and err == "agentsm: No such command 'runn'. Did you mean 'runs'? see agentsm --help.\n"
+    )
+
+
+@pytest.mark.parametrize("command", sorted(cli.commands))
+def test_every_command_has_help_with_an_example(command: str, capsys: Capture) -> None:
+    code, out, _ = run(capsys, command, "--help")
+    assert code == 0 and f"example: agentsm {command}" in out and "--db" in out
+
+
+def test_runs_lists_the_catalog_as_json_and_csv_the_same_as_the_fold(
+    log: dict[str, str], capsys: Capture
+) -> None:
+    code, out, _ = run(capsys, "runs", "--db", log["db"], "--json")
+    listed = {r["run_id"]: r for r in json.loads(out)}
+    assert code == 0 and set(listed) == {log["parallel"], log["max_steps"], log["failures"]}
+    with SQLiteEventStore(log["db"]) as store:
+        for run_id, row in listed.items():
+            folded = summary_of_facts(decode(e) for e in store.read(run_id))
+            assert (row["steps"], row["input_tokens"], row["output_tokens"]) == (
+                folded.steps,
+                folded.input_tokens,
+                folded.output_tokens,
+            )
+            assert (row["answer"], row["error"]) == (folded.answer, folded.error)
+    code, out, _ = run(capsys, "runs", "--db", log["db"], "--csv")
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert [r["run_id"] for r in rows] == list(listed) and rows[0]["status"] == "done"
+    code, out, _ = run(capsys, "runs", "--db", log["db"], "--csv", "--status", "aborted")
+    assert out.startswith("run_id,task,status,steps,") and out.count("\n") == 1
+    code, out, _ = run(capsys, "runs", "--db", log["db"], "--json", "--status", "aborted")
+    assert json.loads(out) == []
+
+
+def test_runs_never_reads_a_log(
+    log: dict[str, str], capsys: Capture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("runs read a run's facts")
+
+    monkeypatch.setattr(SQLiteEventStore, "read", refuse)
+    code, out, _ = run(capsys, "runs", "--db", log["db"], "--status", "error", "--since", "1h")
+    assert code == 0 and log["max_steps"] in out and log["parallel"] not in out
+
+
+def test_runs_filters(log: dict[str, str], capsys: Capture) -> None:
+    def ids(*filters: str) -> list[str]:
+        code, out, err = run(capsys, "runs", "--db", log["db"], "--json", *filters)
+        assert code == 0, err
+        return [r["run_id"] for r in json.loads(out)]
+
+    assert ids("--status", "error") == [log["max_steps"], log["failures"]]
+    assert ids("--status", "failed", "--task", "max") == [log["max_steps"]]
+    assert ids("--status", "done", "--task", "PARALLEL") == [log["parallel"]]
+    assert ids("-n", "1") == [log["failures"]]  # the newest
+    assert ids("--since", "2h") == ids() and ids("--since", "2999-01-01") == []
+    assert ids("--model", "no-such-model") == []
+    code, out, _ = run(capsys, "runs", "--db", log["db"], "--task", "nothing like it")
+    assert code == 0 and out.startswith("No runs match in ")
+    code, _, err = run(capsys, "runs", "--db", log["db"], "--since", "yesterday")
+    assert code == 2 and "give a duration (30m, 2h, 1d, 1w)" in err and err.count("\n") == 1
+    code, _, err = run(capsys, "runs", "--db", log["db"], "--status", "erorr")
+    assert code == 2 and "use one of" in err and "error" in err
+
+
+def test_an_ambiguous_prefix_is_named_as_such(tmp_path: Path, capsys: Capture) -> None:
+    db = tmp_path / "runs.db"
+    for run_id in ("abc1", "abc2"):
+        record(db, SCENARIOS["parallel"]().run_id(run_id))
+    code, _, err = run(capsys, "show", "abc", "--db", str(db))
+    assert code == 2 and "abc1" in err and "abc2" in err and "Closest" not in err
+    assert run(capsys, "show", "abc2", "--db", str(db))[0] == 0
+
+
+def test_tables_fit_the_width_keep_rows_on_one_line_and_are_plain_unstyled() -> None:
+    columns = [Column("id"), Column("answer", flexible=True), Column("model", drop=1)]
+    rows = [["r1", "line one\nline two " + "x" * 200, "gpt-4o"], ["r2", "short", ""]]
+    for width in (30, 50, 80):
+        lines = render_table(columns, rows, width=width).splitlines()
+        assert len(lines) == 3 and all(len(line) <= width for line in lines)
+        assert lines[1].startswith("r1") and "…" in lines[1] and "\\n" in lines[1]
+    assert "model" not in render_table(columns, rows, width=16).splitlines()[0]
+    wide = render_table(columns, rows)  # piped: nothing cut
+    assert "x" * 200 in wide and "…" not in wide and "\033[" not in wide
+    styled = render_table(["s"], [[Cell("done", "green")]], styled=True)
+    assert "\033[" in styled and "\033[" not in render_table(["s"], [[Cell("done", "green")]])
+
+
+def test_the_library_trace_and_show_use_the_same_table(
+    log: dict[str, str], capsys: Capture
+) -> None:
+    with SQLiteEventStore(log["db"]) as store:
+        trace = Trace.load(store, log["parallel"])
+    code, out, _ = run(capsys, "show", log["parallel"], "--db", log["db"])
+    assert code == 0 and trace.format(None) in out
+    assert all(len(line) <= 60 for line in trace.format(60).splitlines())
+
+
+def test_show_filters_by_kind_and_step_and_shows_facts_in_full(
+    log: dict[str, str], capsys: Capture
+) -> None:
+    db = ["--db", log["db"]]
+    code, out, _ = run(capsys, "show", log["parallel"], *db, "--kind", "ToolExecuted", "--csv")
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert code == 0 and len(rows) == 3 and {r["fact"] for r in rows} == {"ToolExecuted"}
+    code, out, _ = run(capsys, "show", log["parallel"], *db, "--step", "2", "--json")
+    assert code == 0 and {json.loads(line)["step"] for line in out.splitlines()} == {2}
+    code, out, _ = run(
+        capsys, "show", log["parallel"], *db, "--kind", "FinalAnswerProduced", "--full"
+    )
+    assert code == 0 and f'"content": "{LONG}"' in out
+    code, _, err = run(capsys, "show", log["parallel"], *db, "--kind", "ToolRan")
+    assert code == 2 and "ToolExecuted" in err
+
+
+def test_memory_messages_show_the_conversation_the_llm_was_sent(
+    log: dict[str, str], capsys: Capture
+) -> None:
+    with SQLiteEventStore(log["db"]) as store:
+        asked = [e.seq for e in store.read(log["parallel"]) if e.kind == "LlmRequested"]
+        memory, _ = AgentMemory.rebuild(store, log["parallel"])
+    db = ["--db", log["db"]]
+    code, out, _ = run(capsys, "memory", log["parallel"], *db, "--at", str(asked[1]), "--messages")
+    assert code == 0 and f"as sent by the LLM request at seq {asked[1]}" in out
+    assert "[system]" in out and "[user]" in out and "[tool]" in out
+    code, out, _ = run(capsys, "memory", log["parallel"], *db, "--messages", "--json")
+    assert json.loads(out) == memory.build_messages()
+
+
+def test_search_finds_tasks_observations_and_answers(log: dict[str, str], capsys: Capture) -> None:
+    code, out, err = run(capsys, "search", "nope", "--db", log["db"])
+    assert code == 0 and log["parallel"] in out and "[nope]" in out
+    assert re.search(r"\d+ facts? in 1 run\n", err)
+    code, out, _ = run(capsys, "search", "long enough", "--db", log["db"], "--json")
+    hits = json.loads(out)
+    assert {h["kind"] for h in hits} >= {"FinalAnswerProduced", "LlmResponded"}
+    code, out, _ = run(capsys, "search", "zebra", "--db", log["db"])
+    assert code == 0 and out.startswith("Nothing matches 'zebra'")
+
+
+def test_stats_count_statuses_tools_tokens_and_errors(log: dict[str, str], capsys: Capture) -> None:
+    code, out, _ = run(capsys, "stats", "--db", log["db"], "--since", "1d", "--json")
+    figures = json.loads(out)
+    assert code == 0 and figures["runs"] == 3
+    assert figures["status"] == {"failed": 2, "done": 1}
+    assert figures["tools"]["explode"]["failures"] >= 1
+    assert any(key.startswith("tool RuntimeError") for key in figures["errors"])
+    assert any(key.startswith("run ") for key in figures["errors"])  # the max-steps failure
+    assert figures["input_tokens"] > 0 and figures["slowest_tools"]
+    code, out, _ = run(capsys, "stats", "--db", log["db"])
+    assert code == 0 and out.startswith("3 runs in ") and "tools: " in out
+
+
+def test_branch_reports_a_refused_answer_and_the_responses_served_after_it(
+    tmp_path: Path, capsys: Capture
+) -> None:
+    db = str(tmp_path / "runs.db")
+    run_id = record(tmp_path / "runs.db", SCENARIOS["parallel"]())
+    with SQLiteEventStore(db) as store:
+        before = next(e.seq for e in store.read(run_id) if e.kind == "StepStarted")
+    code, out, err = run(
+        capsys, "branch", run_id, "--db", db, "--at", str(before), "--answer", "Paris."
+    )
+    assert code == 0 and out.splitlines()[1].startswith("  done (state Done): ")
+    assert "was refused" in err and "came from the parent's recording" in err
+
+
+def test_a_branch_that_ends_in_error_exits_non_zero(tmp_path: Path, capsys: Capture) -> None:
+    db = str(tmp_path / "runs.db")
+    run_id = record(tmp_path / "runs.db", SCENARIOS["parallel"]())
+    code, out, _ = run(
+        capsys, "--db", db, "branch", run_id, "--at", "2", "--config", '{"max_steps": 0}'
+    )
+    assert code == 1 and out.splitlines()[1].startswith("  failed (state Error): ")
+
+
+def test_a_branch_runs_real_tools_only_with_live_tools(tmp_path: Path, capsys: Capture) -> None:
+    db = str(tmp_path / "runs.db")
+    run_id = record(tmp_path / "runs.db", SCENARIOS["parallel"]())
+    agent = tmp_path / "agent.py"
+    agent.write_text(
+        "from tests.scenarios import SCENARIOS\n"
+        "from agentsm import LlmResponse, MockLlmCaller\n"
+        "def make(task):\n"
+        "    return SCENARIOS['parallel']().llm(MockLlmCaller([\n"
+        "        LlmResponse.tool_call('lookup', {'key': 'zz'}),\n"
+        f"        LlmResponse.final_answer({LONG!r})]))\n"
+    )
+    common = ["--db", db, "branch", run_id, "--at", "2", "--live", "--builder", f"{agent}:make"]
+    code, out, err = run(capsys, *common)
+    child = out.split()[0]
+    with SQLiteEventStore(db) as store:
+        executed = [e.payload for e in store.read(child) if e.kind == "ToolExecuted"]
+    assert code == 0 and "NotRecorded" in executed[0] and "ran live" not in err
+    code, out, err = run(capsys, *common, "--live-tools")
+    with SQLiteEventStore(db) as store:
+        executed = [e.payload for e in store.read(out.split()[0]) if e.kind == "ToolExecuted"]
+    assert code == 0 and "value of zz" in executed[0]
+    assert "1 tool call ran live (your real tools): lookup" in err
+
+
+def verify(ctx: RunContext) -> str:
+    return "Verified"
+
+
+def test_replay_names_runs_that_need_the_builder_apart_from_divergences(
+    tmp_path: Path, capsys: Capture
+) -> None:
+    db = tmp_path / "runs.db"
+    table = (
+        build_transition_table()
+        .without_rows(("Observing", "Continue"))
+        .with_rows({("Observing", "Continue"): "Verifying", ("Verifying", "Verified"): "Planning"})
+    )
+    script = [LlmResponse.tool_call("lookup", {"key": "a"}), LlmResponse.final_answer(LONG)]
+    custom = record(db, base("verify", script).transitions(table).handler("Verifying", verify))
+    code, out, _ = run(capsys, "replay", "--all", "--db", str(db))
+    assert code == 2 and "DIVERGED" not in out
+    assert f"{custom}  needs --builder: custom state Verifying" in out
+    assert "Not replayed: only your agent has" in out
+    assert "1 run replayed: 0 identical, 0 diverged, 1 need --builder" in out
+    plain = record(db, AgentBuilder("plain").llm(MockLlmCaller([LlmResponse.final_answer(LONG)])))
+    code, out, _ = run(capsys, "replay", plain, "--db", str(db))
+    assert code == 0 and f"{plain}  identical" in out
+
+
+def test_long_output_goes_through_a_pager_on_a_terminal_only(
+    monkeypatch: pytest.MonkeyPatch, capsys: Capture
+) -> None:
+    import os
+
+    import click
+
+    from replay import cli_common
+
+    paged: list[str] = []
+    monkeypatch.setattr(click, "echo_via_pager", lambda text: paged.append(text))
+    monkeypatch.setattr(cli_common.shutil, "get_terminal_size", lambda: os.terminal_size((80, 10)))
+    cli_common.echo("\n".join(map(str, range(50))))
+    assert not paged and capsys.readouterr().out.count("\n") == 50  # piped: printed as is
+    monkeypatch.setattr(cli_common, "terminal_width", lambda stream=None: 80)
+    cli_common.echo("short\ntext")
+    cli_common.echo("\n".join(map(str, range(50))))
+    assert len(paged) == 1 and paged[0].startswith("0\n1\n") and "short" in capsys.readouterr().out
