@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, field_serializer
 
 from . import facts as f
 from .frozen import thaw
+from .history import History
 from .types import (
     AgentConfig,
     HistoryEntry,
@@ -65,7 +66,7 @@ class AgentMemory(BaseModel):
     started: tuple[int, ...] = ()
     rejected: tuple[HistoryEntry, ...] = ()
     refused_answers: tuple[tuple[str, str], ...] = ()
-    history: tuple[HistoryEntry, ...] = ()
+    history: History = History()
     history_digest: str = ""
     final_answer: str | None = None
     error: str | None = None
@@ -407,7 +408,7 @@ def _(fact: f.ToolExecuted, memory: AgentMemory) -> AgentMemory:
 def _(fact: f.ObservationCommitted, memory: AgentMemory) -> AgentMemory:
     return memory.model_copy(
         update={
-            "history": memory.history + fact.entries,
+            "history": memory.history.added(fact.entries),
             "history_digest": _chain(memory.history_digest, fact.entries),
             "planned_calls": (),
             "parallel": False,
@@ -426,7 +427,7 @@ def _(fact: f.ObservationCommitted, memory: AgentMemory) -> AgentMemory:
 def _(fact: f.HistoryCompressed, memory: AgentMemory) -> AgentMemory:
     return memory.model_copy(
         update={
-            "history": (fact.summary,),
+            "history": History((fact.summary,)),
             "history_digest": _chain("", (fact.summary,)),
             "retry_count": 0,
         }
