@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from functools import singledispatch
 from typing import TYPE_CHECKING, Any
 
@@ -31,7 +31,7 @@ from .types import (
 if TYPE_CHECKING:
     from eventstore import EventStore
 
-__all__ = ["AgentMemory", "apply", "fold"]
+__all__ = ["AgentMemory", "apply", "fold", "fold_with_state", "initial_memory", "scan"]
 
 
 class AgentMemory(BaseModel):
@@ -186,9 +186,9 @@ class AgentMemory(BaseModel):
     @classmethod
     def rebuild(cls, store: EventStore, run_id: str) -> tuple[AgentMemory, str]:
         """Memory and state of a run, rebuilt from its log alone."""
-        from .trace import decode
+        from .trace import decode, read_events
 
-        return fold_with_state(decode(e) for e in store.read(run_id))
+        return fold_with_state(decode(e) for e in read_events(store, run_id))
 
     def __repr__(self) -> str:
         return (
@@ -237,7 +237,24 @@ def _chain(previous: str, entries: Iterable[HistoryEntry]) -> str:
 
 def apply(memory: AgentMemory, fact: Any) -> AgentMemory:
     """Memory after one more fact. Facts that change nothing return memory as it is."""
-    return _reduce(fact, memory)
+    return _reduce.dispatch(type(fact))(fact, memory)
+
+
+_new = object.__new__
+_set = object.__setattr__
+
+
+def _evolve(memory: AgentMemory, changes: dict[str, Any]) -> AgentMemory:
+    """`memory.model_copy(update=changes)` without its generic machinery: the reducer's values
+    are already of the fields' types, and this runs for nearly every fact of every fold."""
+    values = memory.__dict__.copy()
+    values.update(changes)
+    new = _new(type(memory))
+    _set(new, "__dict__", values)
+    _set(new, "__pydantic_fields_set__", memory.__pydantic_fields_set__ | changes.keys())
+    _set(new, "__pydantic_extra__", None)
+    _set(new, "__pydantic_private__", None)
+    return new
 
 
 @singledispatch
@@ -263,7 +280,7 @@ for _kind in (
 
 @_reduce.register
 def _(fact: f.PatchMarked, memory: AgentMemory) -> AgentMemory:
-    return memory.model_copy(update={"patches": memory.patches | {fact.change_id}})
+    return _evolve(memory, {"patches": memory.patches | {fact.change_id}})
 
 
 @_reduce.register
@@ -286,7 +303,7 @@ def initial_memory(fact: f.RunStarted) -> AgentMemory:
 
 @_reduce.register
 def _(fact: f.StepStarted, memory: AgentMemory) -> AgentMemory:
-    return memory.model_copy(update={"step": fact.step})
+    return _evolve(memory, {"step": fact.step})
 
 
 @_reduce.register
@@ -294,25 +311,26 @@ def _(fact: f.LlmResponded, memory: AgentMemory) -> AgentMemory:
     update: dict[str, Any] = {}
     if fact.response.usage is not None:
         update["total_usage"] = memory.total_usage + fact.response.usage
-    if fact.purpose == "plan":
+    if fact.purpose == "plan" and fact.response.confidence != memory.confidence_score:
         update["confidence_score"] = fact.response.confidence
-    return memory.model_copy(update=update) if update else memory
+    return _evolve(memory, update) if update else memory
 
 
 @_reduce.register
 def _(fact: f.ConfidenceLow, memory: AgentMemory) -> AgentMemory:
-    return memory.model_copy(update={"retry_count": memory.retry_count + 1})
+    return _evolve(memory, {"retry_count": memory.retry_count + 1})
 
 
 @_reduce.register
 def _(fact: f.ToolsRejected, memory: AgentMemory) -> AgentMemory:
-    return memory.model_copy(update={"rejected": memory.rejected + fact.entries})
+    return _evolve(memory, {"rejected": memory.rejected + fact.entries})
 
 
 @_reduce.register
 def _(fact: f.ToolCallsPlanned, memory: AgentMemory) -> AgentMemory:
-    return memory.model_copy(
-        update={
+    return _evolve(
+        memory,
+        {
             "planned_calls": fact.calls,
             "parallel": fact.parallel,
             "planned_text": fact.text,
@@ -320,7 +338,7 @@ def _(fact: f.ToolCallsPlanned, memory: AgentMemory) -> AgentMemory:
             "decisions": (),
             "awaiting": (),
             "started": (),
-        }
+        },
     )
 
 
@@ -338,7 +356,7 @@ def _(fact: f.ApprovalRequested, memory: AgentMemory) -> AgentMemory:
             if found is not None:
                 candidates.remove(found)
                 awaiting.append(found)
-    return memory.model_copy(update={"awaiting": tuple(awaiting), "approval_reason": fact.reason})
+    return _evolve(memory, {"awaiting": tuple(awaiting), "approval_reason": fact.reason})
 
 
 @_reduce.register
@@ -350,12 +368,12 @@ def _(fact: f.ToolCallStarted, memory: AgentMemory) -> AgentMemory:
     if position is None:
         return memory  # not one of the planned calls (a custom handler's own)
     started = (*(i for i in memory.started if i != position), position)
-    return memory.model_copy(update={"started": started})
+    return _evolve(memory, {"started": started})
 
 
 @_reduce.register
 def _(fact: f.RunBranched, memory: AgentMemory) -> AgentMemory:
-    return memory.model_copy(update={"config": fact.config}) if fact.config else memory
+    return _evolve(memory, {"config": fact.config}) if fact.config else memory
 
 
 @_reduce.register
@@ -381,15 +399,16 @@ def _(fact: f.HumanDecided, memory: AgentMemory) -> AgentMemory:
                 text = f"ERROR: HumanRejected: a human rejected the call to '{call.name}'{why}."
             results.append(ToolResult(call=call, observation=text, success=False, index=target))
     awaiting = tuple(i for i in memory.awaiting if i not in decided)
-    return memory.model_copy(
-        update={
+    return _evolve(
+        memory,
+        {
             "planned_calls": tuple(calls),
             "results": tuple(results),
             "awaiting": awaiting,
             "decisions": memory.decisions + fact.decisions,
             "approval_reason": memory.approval_reason if awaiting else "approval",
             "started": tuple(i for i in memory.started if i not in decided),
-        }
+        },
     )
 
 
@@ -401,13 +420,14 @@ def _(fact: f.ToolExecuted, memory: AgentMemory) -> AgentMemory:
         call=fact.call, observation=fact.observation, success=fact.success, index=position
     )
     started = tuple(i for i in memory.started if i != position)
-    return memory.model_copy(update={"results": (*memory.results, result), "started": started})
+    return _evolve(memory, {"results": (*memory.results, result), "started": started})
 
 
 @_reduce.register
 def _(fact: f.ObservationCommitted, memory: AgentMemory) -> AgentMemory:
-    return memory.model_copy(
-        update={
+    return _evolve(
+        memory,
+        {
             "history": memory.history.added(fact.entries),
             "history_digest": _chain(memory.history_digest, fact.entries),
             "planned_calls": (),
@@ -419,35 +439,59 @@ def _(fact: f.ObservationCommitted, memory: AgentMemory) -> AgentMemory:
             "awaiting": (),
             "decisions": (),
             "started": (),
-        }
+        },
     )
 
 
 @_reduce.register
 def _(fact: f.HistoryCompressed, memory: AgentMemory) -> AgentMemory:
-    return memory.model_copy(
-        update={
+    return _evolve(
+        memory,
+        {
             "history": History((fact.summary,)),
             "history_digest": _chain("", (fact.summary,)),
             "retry_count": 0,
-        }
+        },
     )
 
 
 @_reduce.register
 def _(fact: f.AnswerRejected, memory: AgentMemory) -> AgentMemory:
     refused = (*memory.refused_answers, (fact.content, fact.reason))
-    return memory.model_copy(update={"refused_answers": refused})
+    return _evolve(memory, {"refused_answers": refused})
 
 
 @_reduce.register
 def _(fact: f.FinalAnswerProduced, memory: AgentMemory) -> AgentMemory:
-    return memory.model_copy(update={"final_answer": fact.content})
+    return _evolve(memory, {"final_answer": fact.content})
 
 
 @_reduce.register
 def _(fact: f.RunFailed, memory: AgentMemory) -> AgentMemory:
-    return memory.model_copy(update={"error": fact.message})
+    return _evolve(memory, {"error": fact.message})
+
+
+def scan(
+    facts: Iterable[Any], memory: AgentMemory | None = None, state: str = State.Idle
+) -> Iterator[tuple[Any, AgentMemory, str]]:
+    """Each fact with the memory and state right after it, in one pass (`fold` keeps only the
+    last). Without `memory` the first fact must be RunStarted; with it, the facts continue
+    from that memory and state."""
+    iterator = iter(facts)
+    if memory is None:
+        first = next(iterator, None)
+        if not isinstance(first, f.RunStarted):
+            raise ValueError(
+                f"A run's log must begin with RunStarted, not {first!r}; this is not a complete "
+                "run."
+            )
+        memory = initial_memory(first)
+        yield first, memory, state
+    for fact in iterator:
+        memory = apply(memory, fact)
+        if isinstance(fact, f.Transitioned):
+            state = as_state(fact.to_state)
+        yield fact, memory, state
 
 
 def fold(facts: Iterable[Any]) -> AgentMemory:

@@ -102,15 +102,15 @@ def _file_bytes(path: str) -> int:
 
 
 def _walk(path: str, run_id: str) -> Iterator[Any]:
-    """Every seq's memory of the run: the time-travel iterator where there is one."""
+    """Every seq's memory of the run, in one pass (`replay.moments`)."""
     import replay
 
-    history = getattr(replay, "memories", None)
-    if history is not None:
-        yield from history(path, run_id)
+    walk = getattr(replay, "moments", None)
+    if walk is not None:
+        yield from walk(path, run_id)
         return
     last = SQLiteEventStore(path, create=False, read_only=True).run(run_id).last_seq
-    for seq in range(1, last + 1, max(1, last // 50)):  # sampled: a full walk takes minutes
+    for seq in range(1, last + 1, max(1, last // 50)):  # before it: sampled, a walk takes minutes
         yield memory_at(path, run_id, seq)
 
 

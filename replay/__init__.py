@@ -17,13 +17,14 @@ from .recording import Recording
 from .replaying import assert_replays, replay_run
 from .report import Divergence, ReplayReport
 from .resuming import decide, pending_requests, resume_run
-from .timetravel import memory_at
+from .timetravel import Moment, memory_at, moments
 from .transfer import export_run, import_runs
 
 __all__ = [
     "BuilderRequired",
     "Divergence",
     "ImportRefused",
+    "Moment",
     "RecordedDecisions",
     "RecordedLlm",
     "RecordedTools",
@@ -44,6 +45,7 @@ __all__ = [
     "export_run",
     "import_runs",
     "memory_at",
+    "moments",
     "pending_requests",
     "replay_run",
     "resume_run",
