@@ -107,8 +107,8 @@ def _replayed(scratch: EventStore, recording: Recording) -> list[TraceEntry]:
 
 def _last_kind(store: EventStore, run_id: str) -> str:
     """The kind of the run's last fact (read alone: the run may be long)."""
-    last = store.run(run_id).last_seq
-    return store.read(run_id, after=last - 1)[-1].kind
+    events = store.read(run_id, after=max(0, store.run(run_id).last_seq - 1))
+    return events[-1].kind if events else ""
 
 
 def _drive(engine: AgentEngine, notes: list[TraceEntry]) -> None:
