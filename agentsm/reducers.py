@@ -8,7 +8,7 @@ from typing import Any
 from . import facts as f
 from .history import History
 from .memory import AgentMemory, _chain, _reduce, initial_memory
-from .types import ToolResult
+from .types import ToolCall, ToolResult
 
 __all__: list[str] = []
 
@@ -113,9 +113,19 @@ def _(fact: f.ApprovalRequested, memory: AgentMemory) -> AgentMemory:
     return _evolve(memory, {"awaiting": tuple(awaiting), "approval_reason": fact.reason})
 
 
+def _unfinished_alike(memory: AgentMemory, call: ToolCall) -> list[int]:
+    """Positions of the planned calls equal to `call` that have no result yet."""
+    done = {r.index for r in memory.results}
+    return [
+        i
+        for i, planned in enumerate(memory.planned_calls)
+        if i not in done and (planned is call or planned == call)
+    ]
+
+
 @_reduce.register
 def _(fact: f.ToolCallStarted, memory: AgentMemory) -> AgentMemory:
-    same = [i for i in memory.unfinished() if memory.planned_calls[i] == fact.call]
+    same = _unfinished_alike(memory, fact.call)
     fresh = [i for i in same if i not in memory.started]
     again = [i for i in memory.started if i in same]  # run again after a stop, oldest first
     position = fresh[0] if fresh else again[0] if again else None
@@ -168,7 +178,7 @@ def _(fact: f.HumanDecided, memory: AgentMemory) -> AgentMemory:
 
 @_reduce.register
 def _(fact: f.ToolExecuted, memory: AgentMemory) -> AgentMemory:
-    same = [i for i in memory.unfinished() if memory.planned_calls[i] == fact.call]
+    same = _unfinished_alike(memory, fact.call)
     position = next((i for i in memory.started if i in same), same[0] if same else None)
     result = ToolResult(
         call=fact.call, observation=fact.observation, success=fact.success, index=position

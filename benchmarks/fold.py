@@ -3,7 +3,8 @@
     python benchmarks/fold.py                 # K = 1,000 steps
     python benchmarks/fold.py --steps 1000 --big 20000
 
-Each figure is the best of `--repeat` runs. The run is the one of `benchmarks/engine.py`: a
+Each figure is the best of `--repeat` runs, in CPU time of this process (`time.process_time`),
+so that other work on a busy machine does not count. The run is the one of `benchmarks/engine.py`: a
 mock LLM calling a trivial tool every step, then answering. `--big K` also records a K-step
 run and reports the peak Python memory (tracemalloc) of loading its Trace and of replaying it,
 against the size of its file. `measure_fold(steps, path)` is importable by other benchmarks.
@@ -75,10 +76,10 @@ def apply_cost(at_step: int, window: int = 200) -> float:
         for fact in _step_facts(step):
             memory = apply(memory, fact)
     facts = [x for s in range(at_step + 1, at_step + window + 1) for x in _step_facts(s)]
-    began = time.perf_counter()
+    began = time.process_time()
     for fact in facts:
         memory = apply(memory, fact)
-    return (time.perf_counter() - began) * 1e6 / len(facts)
+    return (time.process_time() - began) * 1e6 / len(facts)
 
 
 def _best(repeat: int, work: Callable[[], object]) -> float:
@@ -86,9 +87,9 @@ def _best(repeat: int, work: Callable[[], object]) -> float:
     times = []
     for _ in range(repeat):
         gc.collect()
-        began = time.perf_counter()
+        began = time.process_time()
         work()
-        times.append(time.perf_counter() - began)
+        times.append(time.process_time() - began)
     return min(times) * 1000
 
 
@@ -127,9 +128,9 @@ def measure_fold(steps: int, path: str, repeat: int = 3) -> dict[str, float]:
     result["replay_ms"] = _best(repeat, lambda: replay_run(path, run_id))
     report = replay_run(path, run_id)
     assert report.identical, str(report)
-    began = time.perf_counter()
+    began = time.process_time()
     visited = sum(1 for _ in _walk(path, run_id))
-    result["walk_ms_per_seq"] = (time.perf_counter() - began) * 1000 / visited
+    result["walk_ms_per_seq"] = (time.process_time() - began) * 1000 / visited
     result["memory_at_last_ms"] = _best(repeat, lambda: memory_at(path, run_id, facts))
     store.close()
     return result
@@ -150,9 +151,9 @@ def measure_big(steps: int, path: str) -> dict[str, float]:
     size = _file_bytes(path) / 1e6
     store = SQLiteEventStore(path, create=False, read_only=True)
     trace = _peak_mb(lambda: Trace.load(store, run_id))
-    began = time.perf_counter()
+    began = time.process_time()
     replayed = _peak_mb(lambda: replay_run(path, run_id))
-    seconds = time.perf_counter() - began
+    seconds = time.process_time() - began
     store.close()
     return {
         "file_mb": size,
