@@ -113,6 +113,13 @@ def _(fact: f.ApprovalRequested, memory: AgentMemory) -> AgentMemory:
     return _evolve(memory, {"awaiting": tuple(awaiting), "approval_reason": fact.reason})
 
 
+def _history(memory: AgentMemory) -> History:
+    """Memory's history as a History (a memory changed by hand with `model_copy(update=...)`
+    may hold a plain tuple)."""
+    history = memory.history
+    return history if isinstance(history, History) else History(history)
+
+
 def _unfinished_alike(memory: AgentMemory, call: ToolCall) -> list[int]:
     """Positions of the planned calls equal to `call` that have no result yet."""
     done = {r.index for r in memory.results}
@@ -192,7 +199,7 @@ def _(fact: f.ObservationCommitted, memory: AgentMemory) -> AgentMemory:
     return _evolve(
         memory,
         {
-            "history": memory.history.added(fact.entries),
+            "history": _history(memory).added(fact.entries),
             "history_digest": _chain(memory.history_digest, fact.entries),
             "planned_calls": (),
             "parallel": False,

@@ -7,7 +7,8 @@ import pickle
 
 import pytest
 
-from agentsm import AgentMemory, History, HistoryEntry, ToolCall
+from agentsm import AgentMemory, History, HistoryEntry, ToolCall, apply
+from agentsm import facts as f
 
 
 def entry(n: int) -> HistoryEntry:
@@ -53,3 +54,9 @@ def test_memory_takes_any_sequence_of_entries_and_writes_history_as_a_list() -> 
     back = AgentMemory.model_validate_json(memory.model_dump_json())
     assert back == memory and isinstance(back.history, History)
     assert pickle.loads(pickle.dumps(memory)) == memory
+
+
+def test_a_memory_given_a_tuple_by_hand_still_folds() -> None:
+    memory = AgentMemory(task="t").model_copy(update={"history": (entry(1),)})  # not validated
+    after = apply(memory, f.ObservationCommitted(entries=(entry(2),)))
+    assert isinstance(after.history, History) and after.history == (entry(1), entry(2))
