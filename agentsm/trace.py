@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from sys import intern
 from typing import IO, Any
@@ -14,7 +14,7 @@ from . import facts as f
 from .facts import FACTS, Fact
 from .text import printable
 
-__all__ = ["Trace", "TraceEntry", "decode", "read_events", "summarize"]
+__all__ = ["Trace", "TraceEntry", "decode", "decoded", "read_events", "summarize"]
 
 
 _CHUNK = 4096
@@ -42,6 +42,27 @@ def decode(event: StoredEvent) -> Fact:
         event.payload, event.kind, event.version, run_id=event.run_id, seq=event.seq
     )
     return fact
+
+
+_SHARED = 160
+"""Payloads up to this length are decoded once per read: facts are frozen, so equal texts can
+share one fact (a run records the same few transitions thousands of times)."""
+
+
+def decoded(events: Iterable[StoredEvent]) -> Iterator[tuple[StoredEvent, Fact]]:
+    """Each event with its fact (see `decode`), a short payload met before decoded once."""
+    memo: dict[tuple[str, int, str], Fact] = {}
+    for event in events:
+        if len(event.payload) > _SHARED:
+            yield event, decode(event)
+            continue
+        key = (event.kind, event.version, event.payload)
+        fact = memo.get(key)
+        if fact is None:
+            if len(memo) >= _CHUNK:
+                memo.clear()
+            fact = memo[key] = decode(event)
+        yield event, fact
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,9 +133,8 @@ class Trace:
     @classmethod
     def load(cls, store: EventStore, run_id: str, *, upto: int | None = None) -> Trace:
         """The trace of `run_id` as the store holds it (up to seq `upto`)."""
-        return cls(
-            run_id, [TraceEntry.from_stored(e) for e in read_events(store, run_id, upto=upto)]
-        )
+        events = read_events(store, run_id, upto=upto)
+        return cls(run_id, [TraceEntry.of(e, fact) for e, fact in decoded(events)])
 
     def entries(self) -> list[TraceEntry]:
         """All entries, in sequence order."""

@@ -18,7 +18,7 @@ from typing import NamedTuple
 from agentsm import AgentMemory, State
 from agentsm.facts import Fact
 from agentsm.memory import scan
-from agentsm.trace import decode, read_events
+from agentsm.trace import decoded, read_events
 from eventstore import EventStore, StoredEvent
 
 from .errors import SeqOutOfRange
@@ -88,9 +88,9 @@ def _moments(
     current: list[StoredEvent] = []  # the event whose fact `scan` gives next
 
     def facts() -> Iterator[Fact]:
-        for event in read_events(store, run_id, after=after, upto=upto):
+        for event, fact in decoded(read_events(store, run_id, after=after, upto=upto)):
             current[:] = [event]
-            yield decode(event)
+            yield fact
 
     for fact, after_fact, now in scan(facts(), memory, state):
         event = current[0]
