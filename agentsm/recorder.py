@@ -21,10 +21,18 @@ __all__ = ["Recorder", "encode_meta"]
 _BUILTIN = frozenset(State)
 
 
+_STATE_JSON: dict[str, str] = {}
+
+
 def encode_meta(state: str, step: int, metrics: dict[str, Any] | None = None) -> str:
     """The envelope metadata of a fact as JSON text: the state that recorded it, the step, and
     measurements (which replay does not compare)."""
-    meta = f'{{"state": {json.dumps(str(state))}, "step": {step}'
+    name = _STATE_JSON.get(state)
+    if name is None:
+        name = json.dumps(str(state))
+        if len(_STATE_JSON) < 1000:  # the states of the tables in use
+            _STATE_JSON[state] = name
+    meta = f'{{"state": {name}, "step": {step}'
     return meta + (f', "metrics": {json.dumps(metrics)}}}' if metrics else "}")
 
 

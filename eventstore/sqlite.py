@@ -1,5 +1,5 @@
-"""SQLite backend of the event store: WAL, writes committed by a writer thread (grouped), append-only
-by trigger."""
+"""SQLite backend of the event store: WAL, writes committed (grouped) by a writer thread, and
+append-only by trigger."""
 
 from __future__ import annotations
 
