@@ -55,9 +55,9 @@ class Writer:
         raised (an `sqlite3.Error` as a `StoreError` saying that nothing was written)."""
         future: Future[Any] = Future()
         self._queue.put(_Job(write, what, sync, future))
-        if self._thread is None:
+        if self._thread is None or not self._thread.is_alive():  # the first, or after a fork
             with self._starting:
-                if self._thread is None:
+                if self._thread is None or not self._thread.is_alive():
                     self._thread = threading.Thread(
                         target=_serve, args=(self,), name=self._name, daemon=True
                     )
