@@ -5,7 +5,8 @@ replay, database bytes, and concurrency on one event loop.
     python benchmarks/perf.py --quick   # K = 200, engine-only 10 and 1,000: a minute or so
 
 The workload: an LLM (in the process, answering at once unless said otherwise) that calls one
-trivial tool per step, K steps, then answers. Each figure is the best of `--repeat` runs.
+trivial tool per step, K steps, then answers. Each figure is the best of `--repeat` runs, in
+wall time and in CPU time (all threads; steadier than wall time on a busy machine).
 
 - persisted: the run recorded into a SQLite file, per step, at durability normal (WAL,
   synchronous NORMAL) and full. Floors: bare sqlite3 writing the very rows agentsm wrote in
@@ -33,7 +34,7 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from agentsm import AgentBuilder, AgentConfig, AgentMemory, LlmResponse, tool
 from agentsm.memory import AgentMemory as Memory
@@ -147,20 +148,40 @@ def fresh(path: Path) -> str:
     return str(path)
 
 
-def best(runs: int, measure: Callable[..., float], *args: Any) -> float:
-    return min(measure(*args) for _ in range(runs))
+class Timing(NamedTuple):
+    """Seconds of wall time and of CPU time (every thread of the process)."""
+
+    wall: float
+    cpu: float
+
+    def __truediv__(self, n: float) -> Timing:
+        return Timing(self.wall / n, self.cpu / n)
+
+    @classmethod
+    def since(cls, started: Timing) -> Timing:
+        return cls(time.perf_counter() - started.wall, time.process_time() - started.cpu)
+
+    @classmethod
+    def now(cls) -> Timing:
+        return cls(time.perf_counter(), time.process_time())
+
+
+def best(runs: int, measure: Callable[..., Timing], *args: Any) -> Timing:
+    """The least wall time and the least CPU time of `runs` measures."""
+    timings = [measure(*args) for _ in range(runs)]
+    return Timing(min(t.wall for t in timings), min(t.cpu for t in timings))
 
 
 # -- persisted -----------------------------------------------------------------------------
 
 
-def persisted(steps: int, durability: str, tmp: Path) -> tuple[float, CountingStore, str]:
-    """Seconds per step of a recorded run, its store and run id."""
+def persisted(steps: int, durability: str, tmp: Path) -> tuple[Timing, CountingStore, str]:
+    """Time per step of a recorded run, its store and run id."""
     store = CountingStore(fresh(tmp / f"agentsm-{durability}.db"), durability=durability)
     engine = agent(steps, store).build()
-    started = time.perf_counter()
+    started = Timing.now()
     engine.run()
-    return (time.perf_counter() - started) / steps, store, engine.run_id
+    return Timing.since(started) / steps, store, engine.run_id
 
 
 def raw_connection(path: str, durability: str) -> sqlite3.Connection:
@@ -176,7 +197,7 @@ def raw_connection(path: str, durability: str) -> sqlite3.Connection:
     return conn
 
 
-def raw_same(store: CountingStore, run_id: str, durability: str, tmp: Path) -> float:
+def raw_same(store: CountingStore, run_id: str, durability: str, tmp: Path) -> Timing:
     """Seconds to write agentsm's rows in agentsm's transactions with bare sqlite3."""
     rows = [
         (e.run_id, e.seq, e.kind, e.payload, json.dumps(e.meta), e.recorded_at, e.version, e.hash)
@@ -184,24 +205,24 @@ def raw_same(store: CountingStore, run_id: str, durability: str, tmp: Path) -> f
     ]
     conn = raw_connection(fresh(tmp / f"raw-same-{durability}.db"), durability)
     at = 0
-    started = time.perf_counter()
+    started = Timing.now()
     for size in store.batches:
         conn.execute("BEGIN IMMEDIATE")
         conn.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows[at : at + size])
         at += size
         conn.execute("UPDATE runs SET last_seq = ? WHERE run_id = 'r'", (at,))
         conn.execute("COMMIT")
-    elapsed = time.perf_counter() - started
+    elapsed = Timing.since(started)
     conn.close()
     return elapsed
 
 
-def raw_three(steps: int, durability: str, tmp: Path) -> float:
+def raw_three(steps: int, durability: str, tmp: Path) -> Timing:
     """Seconds for bare sqlite3 to append plan, tool result and observation per step, one
     transaction each."""
     conn = raw_connection(fresh(tmp / f"raw-three-{durability}.db"), durability)
     seq = 0
-    started = time.perf_counter()
+    started = Timing.now()
     for step in range(1, steps + 1):
         for kind, payload in (
             ("plan", {"tool": "step", "args": {"n": step}, "id": f"c{step}"}),
@@ -216,7 +237,7 @@ def raw_three(steps: int, durability: str, tmp: Path) -> float:
             )
             conn.execute("UPDATE runs SET last_seq = ? WHERE run_id = 'r'", (seq,))
             conn.execute("COMMIT")
-    elapsed = time.perf_counter() - started
+    elapsed = Timing.since(started)
     conn.close()
     return elapsed
 
@@ -235,34 +256,34 @@ def db_bytes(path: str) -> int:
 # -- engine only, rebuild, replay ---------------------------------------------------------
 
 
-def engine_only(steps: int, sync_tool: bool) -> float:
+def engine_only(steps: int, sync_tool: bool) -> Timing:
     engine = agent(steps, NullStore(), sync_tool=sync_tool).build()
-    started = time.perf_counter()
+    started = Timing.now()
     engine.run()
-    return (time.perf_counter() - started) / steps
+    return Timing.since(started) / steps
 
 
-def raw_fold(path: str) -> float:
-    started = time.perf_counter()
+def raw_fold(path: str) -> Timing:
+    started = Timing.now()
     conn = sqlite3.connect(path)
     rows = conn.execute("SELECT kind, payload, meta FROM events ORDER BY run_id, seq").fetchall()
     parsed = [(k, json.loads(p), json.loads(m)) for k, p, m in rows]
     conn.close()
     assert parsed
-    return time.perf_counter() - started
+    return Timing.since(started)
 
 
-def rebuild(path: str, run_id: str) -> float:
-    started = time.perf_counter()
+def rebuild(path: str, run_id: str) -> Timing:
+    started = Timing.now()
     AgentMemory.rebuild(SQLiteEventStore(path, read_only=True), run_id)
-    return time.perf_counter() - started
+    return Timing.since(started)
 
 
-def replay(path: str, run_id: str) -> float:
-    started = time.perf_counter()
+def replay(path: str, run_id: str) -> Timing:
+    started = Timing.now()
     report = replay_run(path, run_id)
     assert report.identical, str(report)
-    return time.perf_counter() - started
+    return Timing.since(started)
 
 
 # -- concurrency ----------------------------------------------------------------------------
@@ -341,6 +362,10 @@ def ms(seconds: float) -> str:
     return f"{seconds * 1e3:,.1f} ms"
 
 
+def both(t: Timing, unit: Callable[[float], str] = us) -> str:
+    return f"{unit(t.wall)} ({unit(t.cpu)} CPU)"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="smaller K, no 100,000-step runs")
@@ -357,11 +382,12 @@ def main() -> None:
         tmp = Path(where)
         print("\n| persisted, per step | normal (WAL, synchronous NORMAL) | full |")
         print("|---|---:|---:|")
-        figures: dict[str, dict[str, float]] = {}
+        figures: dict[str, dict[str, Timing]] = {}
         kept: dict[str, tuple[CountingStore, str]] = {}
         for durability in ("normal", "full"):
             results = [persisted(k, durability, tmp) for _ in range(runs)]
-            seconds, store, run_id = min(results, key=lambda r: r[0])
+            _, store, run_id = min(results, key=lambda r: r[0].wall)
+            seconds = Timing(min(r[0].wall for r in results), min(r[0].cpu for r in results))
             kept[durability] = (store, run_id)
             figures[durability] = {
                 "agentsm": seconds,
@@ -371,15 +397,17 @@ def main() -> None:
         n, f = figures["normal"], figures["full"]
         store, run_id = kept["normal"]
         facts = store.run(run_id).last_seq
-        print(f"| agentsm | {us(n['agentsm'])} | {us(f['agentsm'])} |")
-        print(f"| raw sqlite3, same rows and transactions | {us(n['same'])} | {us(f['same'])} |")
+        print(f"| agentsm | {both(n['agentsm'])} | {both(f['agentsm'])} |")
         print(
-            f"| raw sqlite3, 3 events per step, 1 transaction each | {us(n['three'])} "
-            f"| {us(f['three'])} |"
+            f"| raw sqlite3, same rows and transactions | {both(n['same'])} | {both(f['same'])} |"
         )
         print(
-            f"| agentsm / 3-events floor | {n['agentsm'] / n['three']:.1f}x "
-            f"| {f['agentsm'] / f['three']:.1f}x |"
+            f"| raw sqlite3, 3 events per step, 1 transaction each | {both(n['three'])} "
+            f"| {both(f['three'])} |"
+        )
+        print(
+            f"| agentsm / 3-events floor (wall) | {n['agentsm'].wall / n['three'].wall:.1f}x "
+            f"| {f['agentsm'].wall / f['three'].wall:.1f}x |"
         )
         print(
             f"\nfacts per step {facts / k:.1f}, transactions per step "
@@ -393,18 +421,18 @@ def main() -> None:
             repeat = 1 if steps >= 100_000 else runs
             a = best(repeat, engine_only, steps, False)
             s = best(repeat, engine_only, steps, True)
-            print(f"| K = {steps:,} | {us(a)} | {us(s)} |")
+            print(f"| K = {steps:,} | {both(a)} | {both(s)} |")
 
         base = tmp / "rebuild.db"
-        store = SQLiteEventStore(fresh(base))
-        engine = agent(1000, store).build()
+        engine = agent(1000, SQLiteEventStore(fresh(base))).build()
         engine.run()
         path, run_id = str(base), engine.run_id
         print("\n| a 1,000-step run | time |")
         print("|---|---:|")
-        print(f"| rebuild memory from the file | {ms(best(runs, rebuild, path, run_id))} |")
-        print(f"| raw sqlite3: read the rows, json.loads each | {ms(best(runs, raw_fold, path))} |")
-        print(f"| replay (every fact compared) | {ms(best(1, replay, path, run_id))} |")
+        print(f"| rebuild memory from the file | {both(best(runs, rebuild, path, run_id), ms)} |")
+        fold_floor = best(runs, raw_fold, path)
+        print(f"| raw sqlite3: read the rows, json.loads each | {both(fold_floor, ms)} |")
+        print(f"| replay (every fact compared) | {both(best(1, replay, path, run_id), ms)} |")
 
         many, steps, latency = 200, 5, 0.020
         c = concurrent_runs(many, steps, latency, tmp)
