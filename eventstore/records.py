@@ -8,7 +8,7 @@ from typing import Any
 
 from .driver import Driver
 
-__all__ = ["NewEvent", "RunRecord", "StoredEvent"]
+__all__ = ["NewEvent", "RunRecord", "RunSummary", "StoredEvent"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +43,19 @@ class StoredEvent:
 
 
 @dataclass(frozen=True, slots=True)
+class RunSummary:
+    """What a listing shows of a run, kept in the catalog in the same transaction as its facts."""
+
+    steps: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: float | None = None  # USD where the model's price is known, else None
+    model: str | None = None
+    answer: str | None = None  # the start of the final answer (at most 200 characters)
+    error: str | None = None  # the start of the error (at most 200 characters)
+
+
+@dataclass(frozen=True, slots=True)
 class RunRecord:
     """A run in the catalog: who it descends from, where it stands, how far its log goes."""
 
@@ -57,6 +70,7 @@ class RunRecord:
     info: dict[str, Any] = field(default_factory=dict)
     driver: Driver | None = None
     lease_until: float | None = None
+    summary: RunSummary = RunSummary()
 
     def driver_gone(self) -> bool:
         """Whether the run says "running" but the process that drove it is gone (killed, or

@@ -1,0 +1,672 @@
+"""PostgreSQL backend of the event store: the same protocol and guarantees as SQLite, for many
+writers on many hosts (psycopg 3 with a connection pool; append-only by trigger)."""
+
+from __future__ import annotations
+
+import difflib
+import json
+import threading
+import time
+import uuid
+import weakref
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+import psycopg_pool
+from psycopg import errors as pgerrors
+from psycopg import sql
+
+from .chain import GENESIS, ChainReport, check_chain, link
+from .driver import Driver
+from .errors import (
+    AmbiguousRunId,
+    ConcurrencyError,
+    NotAnEventLog,
+    RunInUse,
+    StoreError,
+    UnknownRun,
+)
+from .pg_schema import CHANNEL, LATEST, migrate, schema_version
+from .pg_url import DEFAULT_SCHEMA, check_schema_name, redact, split_schema
+from .records import NewEvent, RunRecord, RunSummary, StoredEvent
+from .sqlite import DURABILITY, Durability
+
+__all__ = ["PostgresEventStore"]
+
+Conn = psycopg.Connection[tuple[Any, ...]]
+
+_RUN_COLUMNS = (
+    "run_id, task, status, created_at, updated_at, last_seq, parent_id, branch_seq, info, "
+    "driver_host, driver_pid, driver_started, lease_until, "
+    "steps, input_tokens, output_tokens, cost, model, answer, error"
+)
+_SUMMARY = ", ".join(
+    f"{c} = %s"
+    for c in ("steps", "input_tokens", "output_tokens", "cost", "model", "answer", "error")
+)
+_CLAIMABLE = {
+    "queued": "(status = 'queued' AND {free})",
+    "ready": "(status = 'ready' AND {free})",
+    "orphaned": "(status = 'running' AND driver_token IS NOT NULL AND lease_until < %(now)s)",
+}
+
+
+class PostgresEventStore:
+    """An event log in a PostgreSQL schema, shared by any number of processes and hosts.
+
+    `url` is a libpq URL (`postgresql://user:password@host:5432/dbname`); the log's tables live
+    in `schema` (default "agentsm", or `?schema=name` in the URL), created with its migrations
+    on first use unless `create=False`. `read_only=True` opens every connection read-only.
+    `durability`: `"normal"` commits facts that no effect follows without waiting for the
+    server's disk (they survive a killed process, not a server crash); `"full"` waits for every
+    commit. A commit that an effect follows (`durable=True`) always waits. A run's writer
+    `claim`s it first, with a lease of `lease` seconds that this store renews while it holds
+    the run. `pool_size` bounds the connections this store opens.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        schema: str | None = None,
+        create: bool = True,
+        read_only: bool = False,
+        durability: Durability = "normal",
+        lease: float = 60.0,
+        pool_size: int = 4,
+        connect_timeout: float = 10.0,
+    ) -> None:
+        conninfo, in_url = split_schema(url)
+        self.url = redact(url)
+        self.schema = check_schema_name(schema or in_url or DEFAULT_SCHEMA)
+        self.read_only = read_only
+        self.durability = durability
+        self.lease = lease
+        self._conninfo = conninfo
+        self._connect_timeout = connect_timeout
+        self._held: dict[str, str] = {}  # run id -> lease token, for the runs this store drives
+        self._held_lock = threading.Lock()
+        self._closing = threading.Event()
+        self._renewer: threading.Thread | None = None
+        self._local = threading.local()  # the connection of a batch() open in this thread
+        self._listener: Conn | None = None
+        self._listen_lock = threading.Lock()
+        self._closed = False
+        with self._connect() as conn:
+            self._open_schema(conn, create and not read_only)
+        self._pool = psycopg_pool.ConnectionPool(
+            conninfo,
+            min_size=1,
+            max_size=max(2, pool_size),
+            kwargs={"autocommit": True, "connect_timeout": max(1, round(connect_timeout))},
+            configure=self._configure,
+            timeout=connect_timeout,
+            name=f"agentsm {self.url}",
+            open=True,
+        )
+
+    # -- connections -----------------------------------------------------------------------
+
+    def _connect(self) -> Conn:
+        try:
+            conn = psycopg.connect(
+                self._conninfo,
+                autocommit=True,
+                connect_timeout=max(1, round(self._connect_timeout)),
+            )
+        except psycopg.Error as e:
+            raise self._unreachable(e) from e
+        try:
+            self._configure(conn)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _unreachable(self, e: BaseException) -> StoreError:
+        reason = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
+        return StoreError(
+            f"Cannot connect to {self.url}: is the server running, and does the URL name the "
+            f"right host, port, user and database? ({reason})"
+        )
+
+    def _configure(self, conn: Conn) -> None:
+        conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(self.schema)))
+        if self.read_only:
+            conn.execute("SET default_transaction_read_only = on")
+
+    def _open_schema(self, conn: Conn, create: bool) -> None:
+        """Check the schema; create or migrate it (`pg_schema.migrate`) when allowed."""
+        try:
+            version = schema_version(conn, self.schema)
+            if version == LATEST:
+                return
+            if version is None and not create:
+                raise NotAnEventLog(
+                    f"Schema {self.schema!r} of {self.url} holds no agentsm event log. Check "
+                    "the URL (--db / AGENTSM_DB) and its ?schema=, or record a run into it first."
+                )
+            if version == 0:
+                raise NotAnEventLog(
+                    f"Schema {self.schema!r} of {self.url} holds tables but no agentsm event "
+                    "log; it was left untouched. Use another schema (?schema=name in the URL)."
+                )
+            if self.read_only:
+                return  # a reader takes an older schema as it is
+            with conn.transaction():
+                migrate(conn, self.schema, self.url)
+        except psycopg.Error as e:
+            raise StoreError(f"Could not open the event log in {self.url} ({e}).") from e
+
+    @contextmanager
+    def _connection(self, what: str) -> Iterator[Conn]:
+        """A connection of the pool (or the open batch's), its errors re-raised as ours."""
+        batch: Conn | None = getattr(self._local, "conn", None)
+        if batch is not None:
+            yield batch
+            return
+        if self._closed:
+            raise StoreError(f"Could not {what}: the store {self!r} is closed.")
+        try:
+            with self._pool.connection() as conn:
+                yield conn
+        except psycopg_pool.PoolTimeout as e:
+            raise self._unreachable(e) from e
+        except psycopg.Error as e:
+            raise self._failed(e, what) from e
+
+    @contextmanager
+    def _transaction(self, what: str, *, durable: bool = True) -> Iterator[Conn]:
+        """One transaction (or the open batch's): all of it is committed or, on any failure,
+        none of it. A commit that no effect follows skips waiting for the disk under
+        durability "normal"."""
+        with self._connection(what) as conn:
+            if getattr(self._local, "conn", None) is conn:
+                yield conn
+                return
+            with conn.transaction():
+                if not durable and self._durability == "normal":
+                    conn.execute("SET LOCAL synchronous_commit = off")
+                yield conn
+
+    def _failed(self, e: psycopg.Error, what: str) -> StoreError:
+        if isinstance(e, pgerrors.ReadOnlySqlTransaction):
+            return StoreError(f"Could not {what}: this store was opened read-only.")
+        if isinstance(e, psycopg.OperationalError):
+            return self._unreachable(e)
+        return StoreError(f"Could not {what}; nothing was written ({e}).")
+
+    def _rows(self, query: str, args: Sequence[Any] | dict[str, Any] = ()) -> list[Any]:
+        """The rows of one query, outside any write."""
+        with self._connection("read the log") as conn:
+            return conn.execute(query.encode(), args).fetchall()
+
+    # -- catalog ---------------------------------------------------------------------------
+
+    def create_run(
+        self,
+        run_id: str,
+        task: str,
+        *,
+        parent_id: str | None = None,
+        branch_seq: int | None = None,
+        info: dict[str, Any] | None = None,
+        created_at: float | None = None,
+        events: Sequence[NewEvent] = (),
+        status: str | None = None,
+        summary: RunSummary | None = None,
+    ) -> RunRecord:
+        """Add a run to the catalog together with its first `events`, in one transaction, so
+        that no reader ever sees it without them; an id that exists already is a
+        `ConcurrencyError` and writes nothing."""
+        now = time.time() if created_at is None else created_at
+        s = summary or RunSummary()
+        with self._transaction(f"create run {run_id!r}") as conn:
+            try:
+                conn.execute(
+                    "INSERT INTO runs (run_id, task, status, created_at, updated_at, last_seq, "
+                    "parent_id, branch_seq, info, steps, input_tokens, output_tokens, cost, "
+                    "model, answer, error) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, "
+                    "%s, %s, %s, %s, %s)",
+                    (
+                        run_id,
+                        task,
+                        status or "created",
+                        now,
+                        events[-1].recorded_at if events else now,
+                        len(events),
+                        parent_id,
+                        branch_seq,
+                        json.dumps(info or {}),
+                        *_summary_values(s),
+                    ),
+                )
+            except pgerrors.UniqueViolation as e:
+                raise ConcurrencyError(
+                    f"A run with id {run_id!r} exists already; choose another id."
+                ) from e
+            _insert(conn, run_id, GENESIS, 0, events)
+        return self.run(run_id)
+
+    def run(self, run_id: str) -> RunRecord:
+        """The catalog entry of one run; `UnknownRun` names the closest ids when it is missing."""
+        rows = self._rows(f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id = %s", (run_id,))
+        if not rows:
+            raise UnknownRun(run_id, self._closest(run_id))
+        return _run_record(rows[0])
+
+    def _prefixed(self, prefix: str) -> list[str]:
+        """The ids starting with `prefix`, through the index on the ids."""
+        if not prefix:
+            return []
+        return [
+            r[0]
+            for r in self._rows(
+                'SELECT run_id FROM runs WHERE run_id COLLATE "C" >= %s '
+                'AND run_id COLLATE "C" < %s AND starts_with(run_id, %s) ORDER BY run_id',
+                (prefix, prefix + "\U0010ffff", prefix),
+            )
+        ]
+
+    def _closest(self, run_id: str) -> list[str]:
+        prefixed = self._prefixed(run_id)
+        if prefixed:
+            return prefixed
+        ids = [r[0] for r in self._rows("SELECT run_id FROM runs")]
+        return difflib.get_close_matches(run_id, ids, n=3)
+
+    def resolve(self, run_id_or_prefix: str) -> str:
+        """The exact id, else the one id starting with it, else `UnknownRun` (with the closest
+        ids) or `AmbiguousRunId`."""
+        if self._rows("SELECT 1 FROM runs WHERE run_id = %s", (run_id_or_prefix,)):
+            return run_id_or_prefix
+        matches = self._prefixed(run_id_or_prefix)
+        if len(matches) == 1:
+            return matches[0]
+        if matches:
+            raise AmbiguousRunId(run_id_or_prefix, matches)
+        raise UnknownRun(run_id_or_prefix, self._closest(run_id_or_prefix))
+
+    def runs(
+        self,
+        *,
+        status: str | None = None,
+        model: str | None = None,
+        task: str | None = None,
+        since: float | None = None,
+        limit: int | None = None,
+        newest_first: bool = False,
+    ) -> list[RunRecord]:
+        """The runs of the catalog that pass every filter given, oldest first (or newest first):
+        `task` is a case-insensitive substring, `since` an epoch time the last fact is at or
+        after."""
+        where: list[str] = []
+        args: list[Any] = []
+        for column, value in (("status", status), ("model", model)):
+            if value is not None:
+                where.append(f"{column} = %s")
+                args.append(value)
+        if task is not None:
+            escaped = task.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+            where.append("task ILIKE %s")
+            args.append(f"%{escaped}%")
+        if since is not None:
+            where.append("updated_at >= %s")
+            args.append(since)
+        query = f"SELECT {_RUN_COLUMNS} FROM runs"
+        if where:
+            query += " WHERE " + " AND ".join(where)
+        order = "DESC" if newest_first else "ASC"
+        query += f" ORDER BY created_at {order}, entry {order}"
+        if limit is not None:
+            query += " LIMIT %s"
+            args.append(max(0, limit))
+        return [_run_record(r) for r in self._rows(query, args)]
+
+    def set_status(self, run_id: str, status: str) -> None:
+        """Change a run's status in the catalog (the catalog is not the log: it may change)."""
+        with self._transaction(f"set the status of run {run_id!r}") as conn:
+            cur = conn.execute(
+                "UPDATE runs SET status = %s, updated_at = %s WHERE run_id = %s",
+                (status, time.time(), run_id),
+            )
+            missing = cur.rowcount == 0
+        if missing:
+            self.run(run_id)
+
+    # -- the log ---------------------------------------------------------------------------
+
+    def append(
+        self,
+        run_id: str,
+        expected_seq: int,
+        events: Sequence[NewEvent],
+        *,
+        status: str | None = None,
+        durable: bool = False,
+        summary: RunSummary | None = None,
+    ) -> int:
+        """Append `events` after `expected_seq` in one transaction; returns the new last seq.
+        Only the run's driver (this store, once it has claimed it) may append, and only at the
+        run's end: otherwise `ConcurrencyError`, and nothing is written."""
+        last = expected_seq + len(events)
+        token = self._held.get(run_id)
+        sets = "last_seq = %s, updated_at = %s"
+        params: list[Any] = [last, events[-1].recorded_at if events else time.time()]
+        if status is not None:
+            sets += ", status = %s"
+            params.append(status)
+        if summary is not None:
+            sets += ", " + _SUMMARY
+            params += _summary_values(summary)
+        with self._transaction(f"append to run {run_id!r}", durable=durable) as conn:
+            row = conn.execute(
+                f"UPDATE runs SET {sets} WHERE run_id = %s AND last_seq = %s "
+                "AND driver_token IS NOT DISTINCT FROM %s RETURNING "
+                "(SELECT hash FROM events WHERE run_id = %s AND seq = %s)".encode(),
+                (*params, run_id, expected_seq, token, run_id, expected_seq),
+            ).fetchone()
+            if row is None:
+                self._refuse_append(conn, run_id, expected_seq, token)
+            else:
+                _insert(conn, run_id, row[0] or GENESIS, expected_seq, events)
+        return last
+
+    def _refuse_append(self, conn: Conn, run_id: str, expected_seq: int, token: str | None) -> None:
+        """Say why an append moved no run: unknown, taken over, or behind the log."""
+        found = conn.execute(
+            "SELECT last_seq, driver_token, driver_host, driver_pid FROM runs WHERE run_id = %s",
+            (run_id,),
+        ).fetchone()
+        if found is None:
+            raise UnknownRun(run_id, self._closest(run_id))
+        if found[1] != token:
+            with self._held_lock:
+                self._held.pop(run_id, None)
+            holder = str(Driver(found[2], found[3])) if found[1] else "no process"
+            raise ConcurrencyError(
+                f"Run {run_id!r} is driven by {holder} now, not by this store: it was "
+                "taken over (resumed with force) or released. Nothing was written."
+            )
+        raise ConcurrencyError(
+            f"Run {run_id!r} is at seq {found[0]}, not {expected_seq}: another "
+            "writer appended first. Nothing was written; reload the run."
+        )
+
+    def read(self, run_id: str, *, after: int = 0, upto: int | None = None) -> list[StoredEvent]:
+        """The run's events with `after < seq <= upto`, in order."""
+        query = (
+            "SELECT run_id, seq, kind, payload, meta, recorded_at, version, hash "
+            "FROM events WHERE run_id = %s AND seq > %s"
+        )
+        args: list[Any] = [run_id, after]
+        if upto is not None:
+            query += " AND seq <= %s"
+            args.append(upto)
+        rows = self._rows(query + " ORDER BY seq", args)
+        if not rows and after == 0:
+            self.run(run_id)
+        return [
+            StoredEvent(r[0], r[1], r[2], r[3], json.loads(r[4]), r[5], r[6], r[7]) for r in rows
+        ]
+
+    def verify(self, run_id: str) -> ChainReport:
+        """Check the hash chain of a run: the first broken link, if any (see `eventstore.chain`)."""
+        record = self.run(run_id)
+        return check_chain(run_id, self.read(run_id), last_seq=record.last_seq)
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Make every write of this thread inside the block one transaction: all of it is
+        committed at the end, or none of it if anything raises (an import of several runs)."""
+        if getattr(self._local, "conn", None) is not None:
+            yield
+            return
+        try:
+            with self._pool.connection() as conn, conn.transaction():
+                self._local.conn = conn
+                try:
+                    yield
+                finally:
+                    self._local.conn = None
+        except psycopg_pool.PoolTimeout as e:
+            raise self._unreachable(e) from e
+        except psycopg.Error as e:
+            raise self._failed(e, "write the batch") from e
+
+    # -- who drives a run -------------------------------------------------------------------
+
+    def claim(self, run_id: str, *, force: bool = False) -> None:
+        """Record this process as the run's driver, with a lease this store renews, so that
+        its appends are accepted and a late one from a superseded driver is not. A run driven
+        by another live process (same host: its pid runs with the same start time; other
+        host: its lease has not expired) is refused with `RunInUse`, unless `force`."""
+        me = Driver.current()
+        token = uuid.uuid4().hex
+        with self._transaction(f"claim run {run_id!r}") as conn:
+            row = conn.execute(
+                "SELECT driver_token, driver_host, driver_pid, driver_started, lease_until "
+                "FROM runs WHERE run_id = %s FOR UPDATE",
+                (run_id,),
+            ).fetchone()
+            if row is None:
+                raise UnknownRun(run_id, self._closest(run_id))
+            held, host, pid, started, until = row
+            now = time.time()
+            if held is not None and held != self._held.get(run_id) and not force:
+                holder = Driver(host, pid, started or "")
+                alive = holder.alive()
+                if alive or (alive is None and (until or 0) > now):
+                    raise RunInUse(
+                        run_id,
+                        holder,
+                        f"Run {run_id!r} is being driven by {holder}; it is not resumed under "
+                        "it. Wait for it to end, stop that process, or force the takeover "
+                        "(--force) if you know it is stuck.",
+                    )
+            conn.execute(
+                "UPDATE runs SET driver_host = %s, driver_pid = %s, driver_started = %s, "
+                "driver_token = %s, lease_until = %s WHERE run_id = %s",
+                (me.host, me.pid, me.started, token, now + self.lease, run_id),
+            )
+        self._hold(run_id, token)
+
+    def claim_next(
+        self, *, kinds: Sequence[str] = ("queued", "ready", "orphaned")
+    ) -> RunRecord | None:
+        """Claim one run that can go on, oldest `updated_at` first, and return its record (None
+        when there is none): "queued" (submitted to run later), "ready" (a human decision has
+        arrived) and "orphaned" (running, but its driver's lease has run out). Concurrent
+        callers never get the same run (`FOR UPDATE SKIP LOCKED`)."""
+        unknown = sorted(set(kinds) - set(_CLAIMABLE))
+        if unknown or not kinds:
+            raise StoreError(
+                f"claim_next kinds must be among {', '.join(_CLAIMABLE)}, not {list(kinds)!r}."
+            )
+        free = "(driver_token IS NULL OR lease_until IS NULL OR lease_until < %(now)s)"
+        where = " OR ".join(_CLAIMABLE[k].format(free=free) for k in dict.fromkeys(kinds))
+        me = Driver.current()
+        token = uuid.uuid4().hex
+        now = time.time()
+        with self._transaction("claim the next run") as conn:
+            row = conn.execute(
+                f"SELECT run_id FROM runs WHERE {where} ORDER BY updated_at, entry "
+                "LIMIT 1 FOR UPDATE SKIP LOCKED".encode(),
+                {"now": now},
+            ).fetchone()
+            if row is None:
+                return None
+            conn.execute(
+                "UPDATE runs SET driver_host = %s, driver_pid = %s, driver_started = %s, "
+                "driver_token = %s, lease_until = %s WHERE run_id = %s",
+                (me.host, me.pid, me.started, token, now + self.lease, row[0]),
+            )
+        self._hold(row[0], token)
+        return self.run(row[0])
+
+    def _hold(self, run_id: str, token: str) -> None:
+        with self._held_lock:
+            self._held[run_id] = token
+            if self._renewer is None:
+                self._renewer = threading.Thread(
+                    target=_renew_leases,
+                    args=(weakref.ref(self), self._closing, self.lease / 3),
+                    name=f"lease renewer of {self.url}",
+                    daemon=True,
+                )
+                self._renewer.start()
+
+    def release(self, run_id: str) -> None:
+        """Stop driving the run: the catalog no longer names this process (if it still did)."""
+        with self._held_lock:
+            token = self._held.pop(run_id, None)
+        if token is not None:
+            with self._transaction(f"release run {run_id!r}") as conn:
+                conn.execute(
+                    "UPDATE runs SET driver_host = NULL, driver_pid = NULL, "
+                    "driver_started = NULL, driver_token = NULL, lease_until = NULL "
+                    "WHERE run_id = %s AND driver_token = %s",
+                    (run_id, token),
+                )
+
+    def _renew(self) -> None:
+        """Extend the leases of the runs this store drives."""
+        with self._held_lock:
+            held = list(self._held.items())
+        for run_id, token in held:
+            try:
+                with self._transaction(f"renew the lease of run {run_id!r}") as conn:
+                    conn.execute(
+                        "UPDATE runs SET lease_until = %s WHERE run_id = %s AND driver_token = %s",
+                        (time.time() + self.lease, run_id, token),
+                    )
+            except StoreError:
+                pass  # tried again at the next round; a lost lease shows at the next append
+
+    # -- following appends -------------------------------------------------------------------
+
+    def wait_for_append(self, timeout: float) -> bool:
+        """Block up to `timeout` seconds until some run of the store may have new events (True)
+        or the time is up (False), by LISTENing to the channel the events table NOTIFYs. The
+        first call starts listening and returns True at once: what came before, read it."""
+        with self._listen_lock:
+            if self._listener is None:
+                conn = self._connect()
+                try:
+                    conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(CHANNEL)))
+                except psycopg.Error as e:
+                    conn.close()
+                    raise self._failed(e, "listen for new events") from e
+                self._listener = conn
+                return True
+            try:
+                return any(True for _ in self._listener.notifies(timeout=timeout, stop_after=1))
+            except psycopg.Error as e:
+                self._listener.close()
+                self._listener = None
+                raise self._unreachable(e) from e
+
+    # -- settings and lifetime ---------------------------------------------------------------
+
+    @property
+    def durability(self) -> Durability:
+        """`"normal"` or `"full"`: see the class docstring; may be changed at any time."""
+        return self._durability
+
+    @durability.setter
+    def durability(self, value: Durability) -> None:
+        if value not in DURABILITY:
+            raise StoreError(
+                f"durability must be one of {', '.join(map(repr, DURABILITY))}, not {value!r}."
+            )
+        self._durability: Durability = value
+
+    def drop(self) -> None:
+        """Delete the whole log: the schema with every table in it. For tests and scratch
+        databases; the store is closed afterwards."""
+        self.close()
+        with self._connect() as conn:
+            conn.execute(
+                sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(self.schema))
+            )
+
+    def close(self) -> None:
+        """Close the connections (the runs it drives keep their record of this process until
+        it exits or its leases run out); the store cannot be used afterwards."""
+        if self._closed:
+            return
+        self._closed = True
+        self._closing.set()
+        if self._renewer is not None:
+            self._renewer.join()
+        with self._listen_lock:
+            if self._listener is not None:
+                self._listener.close()
+                self._listener = None
+        self._pool.close()
+
+    def __enter__(self) -> PostgresEventStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"PostgresEventStore({self.url!r}, schema={self.schema!r})"
+
+
+def _renew_leases(
+    ref: weakref.ref[PostgresEventStore], closing: threading.Event, period: float
+) -> None:
+    """The renewer thread: renews the store's leases every `period` seconds until the store is
+    closed or gone (it holds the store weakly, so as not to keep it alive)."""
+    while not closing.wait(period):
+        store = ref()
+        if store is None:
+            return
+        store._renew()
+        del store
+
+
+def _summary_values(s: RunSummary) -> list[Any]:
+    return [s.steps, s.input_tokens, s.output_tokens, s.cost, s.model, s.answer, s.error]
+
+
+def _insert(conn: Conn, run_id: str, previous: str, after: int, events: Sequence[NewEvent]) -> None:
+    """Insert events after seq `after`, each with its hash chained to the one before."""
+    if not events:
+        return
+    columns: list[list[Any]] = [[], [], [], [], [], [], []]
+    for seq, e in enumerate(events, start=after + 1):
+        previous = link(previous, run_id, seq, e.kind, e.version, e.payload, e.meta, e.recorded_at)
+        for column, value in zip(
+            columns,
+            (seq, e.kind, e.payload, e.meta, e.recorded_at, e.version, previous),
+            strict=True,
+        ):
+            column.append(value)
+    conn.execute(
+        "INSERT INTO events (run_id, seq, kind, payload, meta, recorded_at, version, hash) "
+        "SELECT %s::text, u.* FROM unnest(%s::integer[], %s::text[], %s::text[], %s::text[], "
+        "%s::double precision[], %s::integer[], %s::text[]) AS u(seq) ORDER BY u.seq",
+        (run_id, *columns),
+    )
+
+
+def _run_record(row: tuple[Any, ...]) -> RunRecord:
+    return RunRecord(
+        run_id=row[0],
+        task=row[1],
+        status=row[2],
+        created_at=row[3],
+        updated_at=row[4],
+        last_seq=row[5],
+        parent_id=row[6],
+        branch_seq=row[7],
+        info=json.loads(row[8] or "{}"),
+        driver=Driver(row[9], row[10], row[11] or "") if row[9] else None,
+        lease_until=row[12],
+        summary=RunSummary(*row[13:20]),
+    )
