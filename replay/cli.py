@@ -377,8 +377,8 @@ def cmd_export(args: argparse.Namespace) -> int:
 def cmd_import(args: argparse.Namespace) -> int:
     lines = sys.stdin.read() if args.file == "-" else Path(args.file).read_text()
     name = "standard input" if args.file == "-" else args.file
-    created = args.db != ":memory:" and not Path(args.db).exists()
-    store = SQLiteEventStore(args.db)
+    created = args.db != ":memory:" and "://" not in args.db and not Path(args.db).exists()
+    store = open_store(args.db, create=True)
     try:
         imported = import_runs(store, lines.splitlines(), name=name)
     except BaseException:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import ast
 import operator
+import shlex
+from contextlib import closing
 from typing import Any
 
 from agentsm import (
@@ -118,7 +120,7 @@ def demo_agent(task: str = DEMO_TASK) -> AgentBuilder:
 def run_demo(db: str, style: Any) -> int:
     """Record a demo run into `db`, print its trace, rebuild its memory from the file, replay
     it, and branch it where the LLM called a blacklisted tool."""
-    from eventstore import SQLiteEventStore
+    from eventstore import open_store
 
     from .branching import branch_run
     from .diffing import diff_runs
@@ -138,7 +140,7 @@ def run_demo(db: str, style: Any) -> int:
         f"\nsteps={engine.memory.step} state={engine.current_state()} "
         f"tokens={usage.total_tokens} (in {usage.input_tokens}, out {usage.output_tokens})"
     )
-    with SQLiteEventStore(db, create=False) as fresh:
+    with closing(open_store(db, create=False)) as fresh:
         memory, state = AgentMemory.rebuild(fresh, engine.run_id)
         same = memory == engine.memory and state == engine.current_state()
         print(
@@ -165,5 +167,5 @@ def run_demo(db: str, style: Any) -> int:
     explore = ("runs --tree", f"show {engine.run_id}", f"memory {engine.run_id} --at 20")
     print("\nExplore it (each line is a command):")
     for command in (*explore, f"replay {engine.run_id}"):
-        print(f"  agentsm --db {db} {command}")
+        print(f"  agentsm --db {shlex.quote(db)} {command}")
     return 0 if same and report.identical else 1

@@ -10,9 +10,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import eventstore
 from agentsm import AgentBuilder, BuildError
 from agentsm.facts import RunStarted
-from eventstore import AmbiguousRunId, EventStore, SQLiteEventStore
+from eventstore import AmbiguousRunId, EventStore
 
 from .errors import BuilderRequired
 
@@ -32,11 +33,11 @@ Builder = Callable[[str], AgentBuilder]
 prompts, config, table and handlers. Replay supplies the LLM and the store."""
 
 
-def open_store(db: StoreLike, *, read_only: bool = False) -> EventStore:
-    """The store itself, or an existing SQLite log at that path (never a new empty one);
-    `read_only` opens the file so that nothing can be written to it."""
+def open_store(db: StoreLike, *, read_only: bool = False, create: bool = False) -> EventStore:
+    """The store itself, or the log at that path or URL (`eventstore.open_store`): an existing
+    one only unless `create`; `read_only` opens it so that nothing can be written to it."""
     if isinstance(db, str | Path):
-        return SQLiteEventStore(db, create=False, read_only=read_only)
+        return eventstore.open_store(db, create=create, read_only=read_only)
     return db
 
 
