@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import socket
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,7 +25,9 @@ from agentsm.memory import initial_memory
 from agentsm.recorder import Recorder
 from agentsm.testing import load_profile
 from agentsm.trace import Trace
-from eventstore import SQLiteEventStore
+from eventstore import EventStore, SQLiteEventStore
+
+from .backends import HOW_TO_RUN, SKIPPED, Backend
 
 load_profile()  # $AGENTSM_HYPOTHESIS_PROFILE: agentsm-fast (default) or agentsm-thorough
 
@@ -46,6 +49,37 @@ def _no_network(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
     monkeypatch.setattr(socket.socket, "connect", guarded)
     yield
+
+
+BACKENDS = ("sqlite-file", "sqlite-memory", "postgresql")
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    """Each store backend in turn; PostgreSQL in a schema of its own, dropped afterwards."""
+    chosen = Backend(request.param, tmp_path, request)
+    yield chosen
+    chosen.close()
+
+
+@pytest.fixture(params=("sqlite-file", "postgresql"))
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """The URL (or path) of a new log on each backend that a second process can open too."""
+    chosen = Backend(request.param, tmp_path, request)
+    yield chosen.url
+    chosen.close()
+
+
+@pytest.fixture
+def store(backend: Backend) -> EventStore:
+    """A new store on each backend."""
+    return backend.open()
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """One line saying how to run the PostgreSQL tests when they were skipped."""
+    if SKIPPED:
+        terminalreporter.write_line(f"{len(SKIPPED)} {HOW_TO_RUN}")
 
 
 class Harness:
