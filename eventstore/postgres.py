@@ -9,7 +9,7 @@ import threading
 import time
 import uuid
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -101,7 +101,7 @@ class PostgresEventStore:
             min_size=1,
             max_size=max(2, pool_size),
             kwargs={"autocommit": True, "connect_timeout": max(1, round(connect_timeout))},
-            configure=self._configure,
+            configure=_configure(self.schema, read_only),  # not bound: no cycle to the store
             timeout=connect_timeout,
             name=f"agentsm {self.url}",
             open=True,
@@ -119,7 +119,7 @@ class PostgresEventStore:
         except psycopg.Error as e:
             raise self._unreachable(e) from e
         try:
-            self._configure(conn)
+            _configure(self.schema, self.read_only)(conn)
         except BaseException:
             conn.close()
             raise
@@ -131,11 +131,6 @@ class PostgresEventStore:
             f"Cannot connect to {self.url}: is the server running, and does the URL name the "
             f"right host, port, user and database? ({reason})"
         )
-
-    def _configure(self, conn: Conn) -> None:
-        conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(self.schema)))
-        if self.read_only:
-            conn.execute("SET default_transaction_read_only = on")
 
     def _open_schema(self, conn: Conn, create: bool) -> None:
         """Check the schema; create or migrate it (`pg_schema.migrate`) when allowed."""
@@ -615,6 +610,17 @@ class PostgresEventStore:
 
     def __repr__(self) -> str:
         return f"PostgresEventStore({self.url!r}, schema={self.schema!r})"
+
+
+def _configure(schema: str, read_only: bool) -> Callable[[Conn], None]:
+    """What each new connection runs first: the log's schema, and read-only when asked."""
+
+    def configure(conn: Conn) -> None:
+        conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
+        if read_only:
+            conn.execute("SET default_transaction_read_only = on")
+
+    return configure
 
 
 def _renew_leases(
