@@ -106,6 +106,9 @@ class PostgresEventStore:
             name=f"agentsm {self.url}",
             open=True,
         )
+        # A store dropped without close() (or inside a reference cycle) still closes its pool,
+        # from a thread of its own: never from a pool worker, which cannot join itself.
+        self._finalizer = weakref.finalize(self, _close_pool, self._pool)
 
     # -- connections -----------------------------------------------------------------------
 
@@ -600,6 +603,7 @@ class PostgresEventStore:
             if self._listener is not None:
                 self._listener.close()
                 self._listener = None
+        self._finalizer.detach()
         self._pool.close()
 
     def __enter__(self) -> PostgresEventStore:
@@ -610,6 +614,13 @@ class PostgresEventStore:
 
     def __repr__(self) -> str:
         return f"PostgresEventStore({self.url!r}, schema={self.schema!r})"
+
+
+def _close_pool(pool: psycopg_pool.ConnectionPool) -> None:
+    try:
+        threading.Thread(target=pool.close, name="closing an unused pool", daemon=True).start()
+    except RuntimeError:  # at interpreter shutdown no thread starts: the main thread closes it
+        pool.close()
 
 
 def _configure(schema: str, read_only: bool) -> Callable[[Conn], None]:

@@ -3,6 +3,7 @@ resume it; and the `agentsm` command line around all that."""
 
 from .branching import branch_run
 from .branchnotes import UnusedChange
+from .copying import CopyReport, copy_runs
 from .diffing import RunDiff, diff_runs
 from .effects import (
     RecordedDecisions,
@@ -12,7 +13,14 @@ from .effects import (
     ReplayDiverged,
     ReplayedCrash,
 )
-from .errors import BuilderRequired, ImportRefused, ReplayError, SeqOutOfRange, UsageError
+from .errors import (
+    BuilderRequired,
+    CopyRefused,
+    ImportRefused,
+    ReplayError,
+    SeqOutOfRange,
+    UsageError,
+)
 from .recording import Recording
 from .replaying import assert_replays, replay_run
 from .report import Divergence, ReplayReport
@@ -22,6 +30,8 @@ from .transfer import export_run, import_runs
 
 __all__ = [
     "BuilderRequired",
+    "CopyRefused",
+    "CopyReport",
     "Divergence",
     "ImportRefused",
     "RecordedDecisions",
@@ -39,6 +49,7 @@ __all__ = [
     "UsageError",
     "assert_replays",
     "branch_run",
+    "copy_runs",
     "decide",
     "diff_runs",
     "export_run",
