@@ -4,17 +4,14 @@ writers on many hosts (psycopg 3 with a connection pool; append-only by trigger)
 from __future__ import annotations
 
 import difflib
+import functools
 import json
-import threading
 import time
-import uuid
-import weakref
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 import psycopg
-import psycopg_pool
 from psycopg import errors as pgerrors
 from psycopg import sql
 
@@ -24,18 +21,17 @@ from .errors import (
     AmbiguousRunId,
     ConcurrencyError,
     NotAnEventLog,
-    RunInUse,
     StoreError,
     UnknownRun,
 )
+from .pg_connections import Conn, Connections
+from .pg_leases import Leases
 from .pg_schema import CHANNEL, LATEST, migrate, schema_version
 from .pg_url import DEFAULT_SCHEMA, check_schema_name, redact, split_schema
 from .records import NewEvent, RunRecord, RunSummary, StoredEvent
 from .sqlite import DURABILITY, Durability
 
 __all__ = ["PostgresEventStore"]
-
-Conn = psycopg.Connection[tuple[Any, ...]]
 
 _RUN_COLUMNS = (
     "run_id, task, status, created_at, updated_at, last_seq, parent_id, branch_seq, info, "
@@ -46,11 +42,6 @@ _SUMMARY = ", ".join(
     f"{c} = %s"
     for c in ("steps", "input_tokens", "output_tokens", "cost", "model", "answer", "error")
 )
-_CLAIMABLE = {
-    "queued": "(status = 'queued' AND {free})",
-    "ready": "(status = 'ready' AND {free})",
-    "orphaned": "(status = 'running' AND driver_token IS NOT NULL AND lease_until < %(now)s)",
-}
 
 
 class PostgresEventStore:
@@ -83,57 +74,18 @@ class PostgresEventStore:
         self.schema = check_schema_name(schema or in_url or DEFAULT_SCHEMA)
         self.read_only = read_only
         self.durability = durability
-        self.lease = lease
-        self._conninfo = conninfo
-        self._connect_timeout = connect_timeout
-        self._held: dict[str, str] = {}  # run id -> lease token, for the runs this store drives
-        self._held_lock = threading.Lock()
-        self._closing = threading.Event()
-        self._renewer: threading.Thread | None = None
-        self._local = threading.local()  # the connection of a batch() open in this thread
-        self._listener: Conn | None = None
-        self._listen_lock = threading.Lock()
-        self._closed = False
-        with self._connect() as conn:
-            self._open_schema(conn, create and not read_only)
-        self._pool = psycopg_pool.ConnectionPool(
+        self._db = Connections(
             conninfo,
-            min_size=1,
-            max_size=max(2, pool_size),
-            kwargs={"autocommit": True, "connect_timeout": max(1, round(connect_timeout))},
-            configure=_configure(self.schema, read_only),  # not bound: no cycle to the store
-            timeout=connect_timeout,
-            name=f"agentsm {self.url}",
-            open=True,
+            self.url,
+            self.schema,
+            read_only=read_only,
+            pool_size=pool_size,
+            connect_timeout=connect_timeout,
         )
-        # A store dropped without close() (or inside a reference cycle) still closes its pool,
-        # from a thread of its own: never from a pool worker, which cannot join itself.
-        self._finalizer = weakref.finalize(self, _close_pool, self._pool)
-
-    # -- connections -----------------------------------------------------------------------
-
-    def _connect(self) -> Conn:
-        try:
-            conn = psycopg.connect(
-                self._conninfo,
-                autocommit=True,
-                connect_timeout=max(1, round(self._connect_timeout)),
-            )
-        except psycopg.Error as e:
-            raise self._unreachable(e) from e
-        try:
-            _configure(self.schema, self.read_only)(conn)
-        except BaseException:
-            conn.close()
-            raise
-        return conn
-
-    def _unreachable(self, e: BaseException) -> StoreError:
-        reason = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
-        return StoreError(
-            f"Cannot connect to {self.url}: is the server running, and does the URL name the "
-            f"right host, port, user and database? ({reason})"
-        )
+        with self._db.connect() as conn:
+            self._open_schema(conn, create and not read_only)
+        self._db.open_pool()
+        self._leases = Leases(self._db, lease, functools.partial(_unknown, self._db))
 
     def _open_schema(self, conn: Conn, create: bool) -> None:
         """Check the schema; create or migrate it (`pg_schema.migrate`) when allowed."""
@@ -158,48 +110,10 @@ class PostgresEventStore:
         except psycopg.Error as e:
             raise StoreError(f"Could not open the event log in {self.url} ({e}).") from e
 
-    @contextmanager
-    def _connection(self, what: str) -> Iterator[Conn]:
-        """A connection of the pool (or the open batch's), its errors re-raised as ours."""
-        batch: Conn | None = getattr(self._local, "conn", None)
-        if batch is not None:
-            yield batch
-            return
-        if self._closed:
-            raise StoreError(f"Could not {what}: the store {self!r} is closed.")
-        try:
-            with self._pool.connection() as conn:
-                yield conn
-        except psycopg_pool.PoolTimeout as e:
-            raise self._unreachable(e) from e
-        except psycopg.Error as e:
-            raise self._failed(e, what) from e
-
-    @contextmanager
-    def _transaction(self, what: str, *, durable: bool = True) -> Iterator[Conn]:
-        """One transaction (or the open batch's): all of it is committed or, on any failure,
-        none of it. A commit that no effect follows skips waiting for the disk under
-        durability "normal"."""
-        with self._connection(what) as conn:
-            if getattr(self._local, "conn", None) is conn:
-                yield conn
-                return
-            with conn.transaction():
-                if not durable and self._durability == "normal":
-                    conn.execute("SET LOCAL synchronous_commit = off")
-                yield conn
-
-    def _failed(self, e: psycopg.Error, what: str) -> StoreError:
-        if isinstance(e, pgerrors.ReadOnlySqlTransaction):
-            return StoreError(f"Could not {what}: this store was opened read-only.")
-        if isinstance(e, psycopg.OperationalError):
-            return self._unreachable(e)
-        return StoreError(f"Could not {what}; nothing was written ({e}).")
-
-    def _rows(self, query: str, args: Sequence[Any] | dict[str, Any] = ()) -> list[Any]:
-        """The rows of one query, outside any write."""
-        with self._connection("read the log") as conn:
-            return conn.execute(query.encode(), args).fetchall()
+    def _transaction(self, what: str, *, durable: bool = True) -> AbstractContextManager[Conn]:
+        """One transaction: a commit that no effect follows does not wait for the server's
+        disk under durability "normal"."""
+        return self._db.transaction(what, wait_for_disk=durable or self._durability == "full")
 
     # -- catalog ---------------------------------------------------------------------------
 
@@ -250,42 +164,22 @@ class PostgresEventStore:
 
     def run(self, run_id: str) -> RunRecord:
         """The catalog entry of one run; `UnknownRun` names the closest ids when it is missing."""
-        rows = self._rows(f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id = %s", (run_id,))
+        rows = self._db.rows(f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id = %s", (run_id,))
         if not rows:
-            raise UnknownRun(run_id, self._closest(run_id))
+            raise UnknownRun(run_id, _closest(self._db, run_id))
         return _run_record(rows[0])
-
-    def _prefixed(self, prefix: str) -> list[str]:
-        """The ids starting with `prefix`, through the index on the ids."""
-        if not prefix:
-            return []
-        return [
-            r[0]
-            for r in self._rows(
-                'SELECT run_id FROM runs WHERE run_id COLLATE "C" >= %s '
-                'AND run_id COLLATE "C" < %s AND starts_with(run_id, %s) ORDER BY run_id',
-                (prefix, prefix + "\U0010ffff", prefix),
-            )
-        ]
-
-    def _closest(self, run_id: str) -> list[str]:
-        prefixed = self._prefixed(run_id)
-        if prefixed:
-            return prefixed
-        ids = [r[0] for r in self._rows("SELECT run_id FROM runs")]
-        return difflib.get_close_matches(run_id, ids, n=3)
 
     def resolve(self, run_id_or_prefix: str) -> str:
         """The exact id, else the one id starting with it, else `UnknownRun` (with the closest
         ids) or `AmbiguousRunId`."""
-        if self._rows("SELECT 1 FROM runs WHERE run_id = %s", (run_id_or_prefix,)):
+        if self._db.rows("SELECT 1 FROM runs WHERE run_id = %s", (run_id_or_prefix,)):
             return run_id_or_prefix
-        matches = self._prefixed(run_id_or_prefix)
+        matches = _prefixed(self._db, run_id_or_prefix)
         if len(matches) == 1:
             return matches[0]
         if matches:
             raise AmbiguousRunId(run_id_or_prefix, matches)
-        raise UnknownRun(run_id_or_prefix, self._closest(run_id_or_prefix))
+        raise UnknownRun(run_id_or_prefix, _closest(self._db, run_id_or_prefix))
 
     def runs(
         self,
@@ -321,7 +215,7 @@ class PostgresEventStore:
         if limit is not None:
             query += " LIMIT %s"
             args.append(max(0, limit))
-        return [_run_record(r) for r in self._rows(query, args)]
+        return [_run_record(r) for r in self._db.rows(query, args)]
 
     def set_status(self, run_id: str, status: str) -> None:
         """Change a run's status in the catalog (the catalog is not the log: it may change)."""
@@ -350,7 +244,7 @@ class PostgresEventStore:
         Only the run's driver (this store, once it has claimed it) may append, and only at the
         run's end: otherwise `ConcurrencyError`, and nothing is written."""
         last = expected_seq + len(events)
-        token = self._held.get(run_id)
+        token = self._leases.token(run_id)
         sets = "last_seq = %s, updated_at = %s"
         params: list[Any] = [last, events[-1].recorded_at if events else time.time()]
         if status is not None:
@@ -379,10 +273,9 @@ class PostgresEventStore:
             (run_id,),
         ).fetchone()
         if found is None:
-            raise UnknownRun(run_id, self._closest(run_id))
+            raise UnknownRun(run_id, _closest(self._db, run_id))
         if found[1] != token:
-            with self._held_lock:
-                self._held.pop(run_id, None)
+            self._leases.lost(run_id)
             holder = str(Driver(found[2], found[3])) if found[1] else "no process"
             raise ConcurrencyError(
                 f"Run {run_id!r} is driven by {holder} now, not by this store: it was "
@@ -403,7 +296,7 @@ class PostgresEventStore:
         if upto is not None:
             query += " AND seq <= %s"
             args.append(upto)
-        rows = self._rows(query + " ORDER BY seq", args)
+        rows = self._db.rows(query + " ORDER BY seq", args)
         if not rows and after == 0:
             self.run(run_id)
         return [
@@ -415,24 +308,10 @@ class PostgresEventStore:
         record = self.run(run_id)
         return check_chain(run_id, self.read(run_id), last_seq=record.last_seq)
 
-    @contextmanager
-    def batch(self) -> Iterator[None]:
+    def batch(self) -> AbstractContextManager[None]:
         """Make every write of this thread inside the block one transaction: all of it is
         committed at the end, or none of it if anything raises (an import of several runs)."""
-        if getattr(self._local, "conn", None) is not None:
-            yield
-            return
-        try:
-            with self._pool.connection() as conn, conn.transaction():
-                self._local.conn = conn
-                try:
-                    yield
-                finally:
-                    self._local.conn = None
-        except psycopg_pool.PoolTimeout as e:
-            raise self._unreachable(e) from e
-        except psycopg.Error as e:
-            raise self._failed(e, "write the batch") from e
+        return self._db.batch()
 
     # -- who drives a run -------------------------------------------------------------------
 
@@ -441,35 +320,7 @@ class PostgresEventStore:
         its appends are accepted and a late one from a superseded driver is not. A run driven
         by another live process (same host: its pid runs with the same start time; other
         host: its lease has not expired) is refused with `RunInUse`, unless `force`."""
-        me = Driver.current()
-        token = uuid.uuid4().hex
-        with self._transaction(f"claim run {run_id!r}") as conn:
-            row = conn.execute(
-                "SELECT driver_token, driver_host, driver_pid, driver_started, lease_until "
-                "FROM runs WHERE run_id = %s FOR UPDATE",
-                (run_id,),
-            ).fetchone()
-            if row is None:
-                raise UnknownRun(run_id, self._closest(run_id))
-            held, host, pid, started, until = row
-            now = time.time()
-            if held is not None and held != self._held.get(run_id) and not force:
-                holder = Driver(host, pid, started or "")
-                alive = holder.alive()
-                if alive or (alive is None and (until or 0) > now):
-                    raise RunInUse(
-                        run_id,
-                        holder,
-                        f"Run {run_id!r} is being driven by {holder}; it is not resumed under "
-                        "it. Wait for it to end, stop that process, or force the takeover "
-                        "(--force) if you know it is stuck.",
-                    )
-            conn.execute(
-                "UPDATE runs SET driver_host = %s, driver_pid = %s, driver_started = %s, "
-                "driver_token = %s, lease_until = %s WHERE run_id = %s",
-                (me.host, me.pid, me.started, token, now + self.lease, run_id),
-            )
-        self._hold(run_id, token)
+        self._leases.claim(run_id, force=force)
 
     def claim_next(
         self, *, kinds: Sequence[str] = ("queued", "ready", "orphaned")
@@ -478,70 +329,12 @@ class PostgresEventStore:
         when there is none): "queued" (submitted to run later), "ready" (a human decision has
         arrived) and "orphaned" (running, but its driver's lease has run out). Concurrent
         callers never get the same run (`FOR UPDATE SKIP LOCKED`)."""
-        unknown = sorted(set(kinds) - set(_CLAIMABLE))
-        if unknown or not kinds:
-            raise StoreError(
-                f"claim_next kinds must be among {', '.join(_CLAIMABLE)}, not {list(kinds)!r}."
-            )
-        free = "(driver_token IS NULL OR lease_until IS NULL OR lease_until < %(now)s)"
-        where = " OR ".join(_CLAIMABLE[k].format(free=free) for k in dict.fromkeys(kinds))
-        me = Driver.current()
-        token = uuid.uuid4().hex
-        now = time.time()
-        with self._transaction("claim the next run") as conn:
-            row = conn.execute(
-                f"SELECT run_id FROM runs WHERE {where} ORDER BY updated_at, entry "
-                "LIMIT 1 FOR UPDATE SKIP LOCKED".encode(),
-                {"now": now},
-            ).fetchone()
-            if row is None:
-                return None
-            conn.execute(
-                "UPDATE runs SET driver_host = %s, driver_pid = %s, driver_started = %s, "
-                "driver_token = %s, lease_until = %s WHERE run_id = %s",
-                (me.host, me.pid, me.started, token, now + self.lease, row[0]),
-            )
-        self._hold(row[0], token)
-        return self.run(row[0])
-
-    def _hold(self, run_id: str, token: str) -> None:
-        with self._held_lock:
-            self._held[run_id] = token
-            if self._renewer is None:
-                self._renewer = threading.Thread(
-                    target=_renew_leases,
-                    args=(weakref.ref(self), self._closing, self.lease / 3),
-                    name=f"lease renewer of {self.url}",
-                    daemon=True,
-                )
-                self._renewer.start()
+        run_id = self._leases.claim_next(kinds)
+        return None if run_id is None else self.run(run_id)
 
     def release(self, run_id: str) -> None:
         """Stop driving the run: the catalog no longer names this process (if it still did)."""
-        with self._held_lock:
-            token = self._held.pop(run_id, None)
-        if token is not None:
-            with self._transaction(f"release run {run_id!r}") as conn:
-                conn.execute(
-                    "UPDATE runs SET driver_host = NULL, driver_pid = NULL, "
-                    "driver_started = NULL, driver_token = NULL, lease_until = NULL "
-                    "WHERE run_id = %s AND driver_token = %s",
-                    (run_id, token),
-                )
-
-    def _renew(self) -> None:
-        """Extend the leases of the runs this store drives."""
-        with self._held_lock:
-            held = list(self._held.items())
-        for run_id, token in held:
-            try:
-                with self._transaction(f"renew the lease of run {run_id!r}") as conn:
-                    conn.execute(
-                        "UPDATE runs SET lease_until = %s WHERE run_id = %s AND driver_token = %s",
-                        (time.time() + self.lease, run_id, token),
-                    )
-            except StoreError:
-                pass  # tried again at the next round; a lost lease shows at the next append
+        self._leases.release(run_id)
 
     # -- following appends -------------------------------------------------------------------
 
@@ -549,24 +342,14 @@ class PostgresEventStore:
         """Block up to `timeout` seconds until some run of the store may have new events (True)
         or the time is up (False), by LISTENing to the channel the events table NOTIFYs. The
         first call starts listening and returns True at once: what came before, read it."""
-        with self._listen_lock:
-            if self._listener is None:
-                conn = self._connect()
-                try:
-                    conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(CHANNEL)))
-                except psycopg.Error as e:
-                    conn.close()
-                    raise self._failed(e, "listen for new events") from e
-                self._listener = conn
-                return True
-            try:
-                return any(True for _ in self._listener.notifies(timeout=timeout, stop_after=1))
-            except psycopg.Error as e:
-                self._listener.close()
-                self._listener = None
-                raise self._unreachable(e) from e
+        return self._db.wait_for_notify(CHANNEL, timeout)
 
     # -- settings and lifetime ---------------------------------------------------------------
+
+    @property
+    def lease(self) -> float:
+        """Seconds a claim holds a run without renewal; this store renews every third of it."""
+        return self._leases.lease
 
     @property
     def durability(self) -> Durability:
@@ -585,7 +368,7 @@ class PostgresEventStore:
         """Delete the whole log: the schema with every table in it. For tests and scratch
         databases; the store is closed afterwards."""
         self.close()
-        with self._connect() as conn:
+        with self._db.connect() as conn:
             conn.execute(
                 sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(self.schema))
             )
@@ -593,18 +376,10 @@ class PostgresEventStore:
     def close(self) -> None:
         """Close the connections (the runs it drives keep their record of this process until
         it exits or its leases run out); the store cannot be used afterwards."""
-        if self._closed:
+        if self._db.closed:
             return
-        self._closed = True
-        self._closing.set()
-        if self._renewer is not None:
-            self._renewer.join()
-        with self._listen_lock:
-            if self._listener is not None:
-                self._listener.close()
-                self._listener = None
-        self._finalizer.detach()
-        self._pool.close()
+        self._leases.close()
+        self._db.close()
 
     def __enter__(self) -> PostgresEventStore:
         return self
@@ -616,35 +391,29 @@ class PostgresEventStore:
         return f"PostgresEventStore({self.url!r}, schema={self.schema!r})"
 
 
-def _close_pool(pool: psycopg_pool.ConnectionPool) -> None:
-    try:
-        threading.Thread(target=pool.close, name="closing an unused pool", daemon=True).start()
-    except RuntimeError:  # at interpreter shutdown no thread starts: the main thread closes it
-        pool.close()
+def _prefixed(db: Connections, prefix: str) -> list[str]:
+    """The ids starting with `prefix`, through the index on the ids."""
+    if not prefix:
+        return []
+    rows = db.rows(
+        'SELECT run_id FROM runs WHERE run_id COLLATE "C" >= %s '
+        'AND run_id COLLATE "C" < %s AND starts_with(run_id, %s) ORDER BY run_id',
+        (prefix, prefix + "\U0010ffff", prefix),
+    )
+    return [r[0] for r in rows]
 
 
-def _configure(schema: str, read_only: bool) -> Callable[[Conn], None]:
-    """What each new connection runs first: the log's schema, and read-only when asked."""
-
-    def configure(conn: Conn) -> None:
-        conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
-        if read_only:
-            conn.execute("SET default_transaction_read_only = on")
-
-    return configure
+def _closest(db: Connections, run_id: str) -> list[str]:
+    """The ids to suggest for an unknown one: those it begins, else those that look alike."""
+    prefixed = _prefixed(db, run_id)
+    if prefixed:
+        return prefixed
+    ids = [r[0] for r in db.rows("SELECT run_id FROM runs")]
+    return difflib.get_close_matches(run_id, ids, n=3)
 
 
-def _renew_leases(
-    ref: weakref.ref[PostgresEventStore], closing: threading.Event, period: float
-) -> None:
-    """The renewer thread: renews the store's leases every `period` seconds until the store is
-    closed or gone (it holds the store weakly, so as not to keep it alive)."""
-    while not closing.wait(period):
-        store = ref()
-        if store is None:
-            return
-        store._renew()
-        del store
+def _unknown(db: Connections, run_id: str) -> UnknownRun:
+    return UnknownRun(run_id, _closest(db, run_id))
 
 
 def _summary_values(s: RunSummary) -> list[Any]:
