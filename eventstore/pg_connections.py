@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any
 
 import psycopg
@@ -14,7 +14,7 @@ import psycopg_pool
 from psycopg import errors as pgerrors
 from psycopg import sql
 
-from .errors import StoreError
+from .errors import ConcurrencyError, StoreError
 
 __all__ = ["Conn", "Connections"]
 
@@ -91,31 +91,45 @@ class Connections:
         return StoreError(f"Could not {what}; nothing was written ({e}).")
 
     @contextmanager
-    def connection(self, what: str) -> Iterator[Conn]:
-        """A connection of the pool (or the open batch's), its errors re-raised as ours."""
-        batch: Conn | None = getattr(self._local, "conn", None)
-        if batch is not None:
-            yield batch
-            return
-        if self.closed or self._pool is None:
-            raise StoreError(f"Could not {what}: the store of {self.url} is closed.")
+    def connection(self, what: str, *, conflict: str | None = None) -> Iterator[Conn]:
+        """A connection of the pool (or the open batch's), its errors re-raised as ours: a
+        unique key violated is `ConcurrencyError(conflict)` when the caller expects one."""
         try:
+            batch: Conn | None = getattr(self._local, "conn", None)
+            if batch is not None:
+                yield batch
+                return
+            if self.closed or self._pool is None:
+                raise StoreError(f"Could not {what}: the store of {self.url} is closed.")
             with self._pool.connection() as conn:
                 yield conn
         except psycopg_pool.PoolTimeout as e:
             raise self.unreachable(e) from e
+        except pgerrors.UniqueViolation as e:
+            if conflict is None:
+                raise self.failed(e, what) from e
+            raise ConcurrencyError(conflict) from e
         except psycopg.Error as e:
             raise self.failed(e, what) from e
 
     @contextmanager
-    def transaction(self, what: str, *, wait_for_disk: bool = True) -> Iterator[Conn]:
+    def transaction(
+        self,
+        what: str,
+        *,
+        wait_for_disk: bool = True,
+        pipeline: bool = False,
+        conflict: str | None = None,
+    ) -> Iterator[Conn]:
         """One transaction (or part of the open batch's): all of it is committed or, on any
-        failure, none of it. `wait_for_disk=False` commits without waiting for the WAL flush."""
-        with self.connection(what) as conn:
+        failure, none of it. `wait_for_disk=False` commits without waiting for the WAL flush.
+        `pipeline` sends every statement and the commit at once: results (and errors) come at
+        the end of the block, so its statements must not depend on each other's results."""
+        with self.connection(what, conflict=conflict) as conn:
             if getattr(self._local, "conn", None) is conn:
                 yield conn
                 return
-            with conn.transaction():
+            with conn.pipeline() if pipeline else nullcontext(), conn.transaction():
                 if not wait_for_disk:
                     conn.execute("SET LOCAL synchronous_commit = off")
                 yield conn

@@ -12,7 +12,6 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 import psycopg
-from psycopg import errors as pgerrors
 from psycopg import sql
 
 from .chain import GENESIS, ChainReport, check_chain, link
@@ -50,9 +49,10 @@ class PostgresEventStore:
     `url` is a libpq URL (`postgresql://user:password@host:5432/dbname`); the log's tables live
     in `schema` (default "agentsm", or `?schema=name` in the URL), created with its migrations
     on first use unless `create=False`. `read_only=True` opens every connection read-only.
-    `durability`: `"normal"` commits facts that no effect follows without waiting for the
-    server's disk (they survive a killed process, not a server crash); `"full"` waits for every
-    commit. A commit that an effect follows (`durable=True`) always waits. A run's writer
+    `durability`, as for SQLite: `"normal"` commits without waiting for the server's disk
+    (`synchronous_commit = off`: what is committed survives a killed agent process; a crash of
+    the server or its machine may lose the last fraction of a second); `"full"` also makes each
+    commit that an effect follows (`durable=True`) wait for the disk. A run's writer
     `claim`s it first, with a lease of `lease` seconds that this store renews while it holds
     the run. `pool_size` bounds the connections this store opens.
     """
@@ -85,6 +85,7 @@ class PostgresEventStore:
         with self._db.connect() as conn:
             self._open_schema(conn, create and not read_only)
         self._db.open_pool()
+        self._heads: dict[str, tuple[int, str]] = {}  # run id -> seq and hash of its last fact
         self._leases = Leases(self._db, lease, functools.partial(_unknown, self._db))
 
     def _open_schema(self, conn: Conn, create: bool) -> None:
@@ -110,10 +111,18 @@ class PostgresEventStore:
         except psycopg.Error as e:
             raise StoreError(f"Could not open the event log in {self.url} ({e}).") from e
 
-    def _transaction(self, what: str, *, durable: bool = True) -> AbstractContextManager[Conn]:
-        """One transaction: a commit that no effect follows does not wait for the server's
-        disk under durability "normal"."""
-        return self._db.transaction(what, wait_for_disk=durable or self._durability == "full")
+    def _transaction(
+        self,
+        what: str,
+        *,
+        durable: bool = True,
+        pipeline: bool = False,
+        conflict: str | None = None,
+    ) -> AbstractContextManager[Conn]:
+        """One transaction: only a commit that an effect follows, under durability "full",
+        waits for the server's disk; `pipeline` sends it in one round trip."""
+        wait = durable and self._durability == "full"
+        return self._db.transaction(what, wait_for_disk=wait, pipeline=pipeline, conflict=conflict)
 
     # -- catalog ---------------------------------------------------------------------------
 
@@ -134,33 +143,44 @@ class PostgresEventStore:
         that no reader ever sees it without them; an id that exists already is a
         `ConcurrencyError` and writes nothing."""
         now = time.time() if created_at is None else created_at
-        s = summary or RunSummary()
-        with self._transaction(f"create run {run_id!r}") as conn:
-            try:
-                conn.execute(
-                    "INSERT INTO runs (run_id, task, status, created_at, updated_at, last_seq, "
-                    "parent_id, branch_seq, info, steps, input_tokens, output_tokens, cost, "
-                    "model, answer, error) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, "
-                    "%s, %s, %s, %s, %s)",
-                    (
-                        run_id,
-                        task,
-                        status or "created",
-                        now,
-                        events[-1].recorded_at if events else now,
-                        len(events),
-                        parent_id,
-                        branch_seq,
-                        json.dumps(info or {}),
-                        *_summary_values(s),
-                    ),
-                )
-            except pgerrors.UniqueViolation as e:
-                raise ConcurrencyError(
-                    f"A run with id {run_id!r} exists already; choose another id."
-                ) from e
-            _insert(conn, run_id, GENESIS, 0, events)
-        return self.run(run_id)
+        record = RunRecord(
+            run_id=run_id,
+            task=task,
+            status=status or "created",
+            created_at=now,
+            updated_at=events[-1].recorded_at if events else now,
+            last_seq=len(events),
+            parent_id=parent_id,
+            branch_seq=branch_seq,
+            info=json.loads(json.dumps(info or {})),
+            summary=summary or RunSummary(),
+        )
+        columns, head = _chain(run_id, GENESIS, 0, events)
+        exists = f"A run with id {run_id!r} exists already; choose another id."
+        with self._transaction(f"create run {run_id!r}", pipeline=True, conflict=exists) as conn:
+            conn.execute(
+                "INSERT INTO runs (run_id, task, status, created_at, updated_at, last_seq, "
+                "parent_id, branch_seq, info, steps, input_tokens, output_tokens, cost, "
+                "model, answer, error) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, "
+                "%s, %s, %s, %s, %s)",
+                (
+                    run_id,
+                    task,
+                    record.status,
+                    now,
+                    record.updated_at,
+                    len(events),
+                    parent_id,
+                    branch_seq,
+                    json.dumps(info or {}),
+                    *_summary_values(record.summary),
+                ),
+            )
+            if events:
+                conn.execute(_INSERT.format(where="").encode(), (run_id, *columns))
+        if events:
+            self._heads[run_id] = (len(events), head)
+        return record
 
     def run(self, run_id: str) -> RunRecord:
         """The catalog entry of one run; `UnknownRun` names the closest ids when it is missing."""
@@ -242,7 +262,8 @@ class PostgresEventStore:
     ) -> int:
         """Append `events` after `expected_seq` in one transaction; returns the new last seq.
         Only the run's driver (this store, once it has claimed it) may append, and only at the
-        run's end: otherwise `ConcurrencyError`, and nothing is written."""
+        run's end: otherwise `ConcurrencyError`, and nothing is written. The catalog update and
+        the inserts are one statement, sent with the transaction in one round trip."""
         last = expected_seq + len(events)
         token = self._leases.token(run_id)
         sets = "last_seq = %s, updated_at = %s"
@@ -253,25 +274,53 @@ class PostgresEventStore:
         if summary is not None:
             sets += ", " + _SUMMARY
             params += _summary_values(summary)
-        with self._transaction(f"append to run {run_id!r}", durable=durable) as conn:
-            row = conn.execute(
-                f"UPDATE runs SET {sets} WHERE run_id = %s AND last_seq = %s "
-                "AND driver_token IS NOT DISTINCT FROM %s RETURNING "
-                "(SELECT hash FROM events WHERE run_id = %s AND seq = %s)".encode(),
-                (*params, run_id, expected_seq, token, run_id, expected_seq),
-            ).fetchone()
-            if row is None:
-                self._refuse_append(conn, run_id, expected_seq, token)
-            else:
-                _insert(conn, run_id, row[0] or GENESIS, expected_seq, events)
+        moved = (
+            f"UPDATE runs SET {sets} WHERE run_id = %s AND last_seq = %s "
+            "AND driver_token IS NOT DISTINCT FROM %s"
+        )
+        params += [run_id, expected_seq, token]
+        head = GENESIS
+        if events:
+            columns, head = _chain(run_id, self._head(run_id, expected_seq), expected_seq, events)
+            query = f"WITH moved AS ({moved} RETURNING 1) " + _INSERT.format(
+                where="WHERE EXISTS (SELECT FROM moved)"
+            )
+            params += [run_id, *columns]
+        else:
+            query = moved
+        conflict = (
+            f"Another writer appended to run {run_id!r} at seq {expected_seq + 1} first. "
+            "Nothing was written; reload the run."
+        )
+        with self._transaction(
+            f"append to run {run_id!r}", durable=durable, pipeline=True, conflict=conflict
+        ) as conn:
+            cur = conn.execute(query.encode(), params)
+        if cur.rowcount == 0:
+            self._refuse_append(run_id, expected_seq, token)
+        if events:
+            self._heads[run_id] = (last, head)
         return last
 
-    def _refuse_append(self, conn: Conn, run_id: str, expected_seq: int, token: str | None) -> None:
+    def _head(self, run_id: str, seq: int) -> str:
+        """The hash of fact `seq` of the run (the one this store appended last, or read)."""
+        known = self._heads.get(run_id)
+        if known is not None and known[0] == seq:
+            return known[1]
+        if seq == 0:
+            return GENESIS
+        rows = self._db.rows(
+            "SELECT hash FROM events WHERE run_id = %s AND seq = %s", (run_id, seq)
+        )
+        return str(rows[0][0]) if rows else GENESIS  # no such fact: the append is refused
+
+    def _refuse_append(self, run_id: str, expected_seq: int, token: str | None) -> None:
         """Say why an append moved no run: unknown, taken over, or behind the log."""
-        found = conn.execute(
+        rows = self._db.rows(
             "SELECT last_seq, driver_token, driver_host, driver_pid FROM runs WHERE run_id = %s",
             (run_id,),
-        ).fetchone()
+        )
+        found = rows[0] if rows else None
         if found is None:
             raise UnknownRun(run_id, _closest(self._db, run_id))
         if found[1] != token:
@@ -420,10 +469,18 @@ def _summary_values(s: RunSummary) -> list[Any]:
     return [s.steps, s.input_tokens, s.output_tokens, s.cost, s.model, s.answer, s.error]
 
 
-def _insert(conn: Conn, run_id: str, previous: str, after: int, events: Sequence[NewEvent]) -> None:
-    """Insert events after seq `after`, each with its hash chained to the one before."""
-    if not events:
-        return
+_INSERT = (
+    "INSERT INTO events (run_id, seq, kind, payload, meta, recorded_at, version, hash) "
+    "SELECT %s::text, u.* FROM unnest(%s::integer[], %s::text[], %s::text[], %s::text[], "
+    "%s::double precision[], %s::integer[], %s::text[]) AS u(seq) {where} ORDER BY u.seq"
+)
+
+
+def _chain(
+    run_id: str, previous: str, after: int, events: Sequence[NewEvent]
+) -> tuple[list[list[Any]], str]:
+    """The columns of `events` to insert after seq `after` (for `_INSERT`), each hash chained
+    to the one before, and the last hash."""
     columns: list[list[Any]] = [[], [], [], [], [], [], []]
     for seq, e in enumerate(events, start=after + 1):
         previous = link(previous, run_id, seq, e.kind, e.version, e.payload, e.meta, e.recorded_at)
@@ -433,12 +490,7 @@ def _insert(conn: Conn, run_id: str, previous: str, after: int, events: Sequence
             strict=True,
         ):
             column.append(value)
-    conn.execute(
-        "INSERT INTO events (run_id, seq, kind, payload, meta, recorded_at, version, hash) "
-        "SELECT %s::text, u.* FROM unnest(%s::integer[], %s::text[], %s::text[], %s::text[], "
-        "%s::double precision[], %s::integer[], %s::text[]) AS u(seq) ORDER BY u.seq",
-        (run_id, *columns),
-    )
+    return columns, previous
 
 
 def _run_record(row: tuple[Any, ...]) -> RunRecord:
