@@ -90,6 +90,10 @@ class Connections:
             return self.unreachable(e)
         return StoreError(f"Could not {what}; nothing was written ({e}).")
 
+    def in_batch(self) -> bool:
+        """Whether this thread writes inside an open batch (nothing is committed until it ends)."""
+        return getattr(self._local, "conn", None) is not None
+
     @contextmanager
     def connection(self, what: str, *, conflict: str | None = None) -> Iterator[Conn]:
         """A connection of the pool (or the open batch's), its errors re-raised as ours: a

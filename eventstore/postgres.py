@@ -178,8 +178,7 @@ class PostgresEventStore:
             )
             if events:
                 conn.execute(_INSERT.format(where="").encode(), (run_id, *columns))
-        if events:
-            self._heads[run_id] = (len(events), head)
+        self._remember(run_id, len(events), head)
         return record
 
     def run(self, run_id: str) -> RunRecord:
@@ -299,8 +298,16 @@ class PostgresEventStore:
         if cur.rowcount == 0:
             self._refuse_append(run_id, expected_seq, token)
         if events:
-            self._heads[run_id] = (last, head)
+            self._remember(run_id, last, head)
         return last
+
+    def _remember(self, run_id: str, seq: int, head: str) -> None:
+        """Keep the hash of the run's last fact for its next append, once committed (a batch
+        may still roll back: then the next append reads it)."""
+        if self._db.in_batch():
+            self._heads.pop(run_id, None)
+        elif seq:
+            self._heads[run_id] = (seq, head)
 
     def _head(self, run_id: str, seq: int) -> str:
         """The hash of fact `seq` of the run (the one this store appended last, or read)."""

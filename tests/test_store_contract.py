@@ -179,6 +179,22 @@ def test_a_batch_commits_all_or_nothing(store: EventStore) -> None:
     assert [r.run_id for r in store.runs()] == ["a", "b"] and kinds(store, "a") == ["A", "B"]
 
 
+def test_a_rolled_back_batch_leaves_the_chain_to_whoever_appends_next(backend: Backend) -> None:
+    if not backend.shared:
+        pytest.skip("SQLite in memory is one store")
+    first, second = backend.open(), backend.open()
+    first.create_run("r", "task", events=[ev("A")])
+    first.append("r", 1, [ev("B")])
+    with pytest.raises(RuntimeError), first.batch():
+        first.append("r", 2, [ev("GONE", 1)])
+        raise RuntimeError("stop")
+    second.append("r", 2, [ev("C", 2)])
+    first.append("r", 3, [ev("D", 3)])
+    first.append("r", 4, [], status="done")  # a status change alone
+    first.append("r", 4, [ev("E", 4)])
+    assert kinds(second, "r") == ["A", "B", "C", "D", "E"] and second.verify("r").ok
+
+
 def test_status_and_the_catalog(store: EventStore) -> None:
     store.create_run("first", "task one", info={"k": [1, 2]}, created_at=10.0, events=[ev("A")])
     store.create_run("second", "task two", parent_id="first", branch_seq=1, created_at=20.0)
