@@ -121,22 +121,43 @@ class Connections:
         self,
         what: str,
         *,
-        wait_for_disk: bool = True,
+        wait_for_disk: bool = False,
         pipeline: bool = False,
         conflict: str | None = None,
     ) -> Iterator[Conn]:
         """One transaction (or part of the open batch's): all of it is committed or, on any
-        failure, none of it. `wait_for_disk=False` commits without waiting for the WAL flush.
-        `pipeline` sends every statement and the commit at once: results (and errors) come at
-        the end of the block, so its statements must not depend on each other's results."""
+        failure, none of it. Its commit waits for the server's disk only if `wait_for_disk`
+        (connections commit with `synchronous_commit = off` otherwise). `pipeline` sends the
+        statements with fewer round trips: their results (and errors) come at the end of the
+        block, so they must not depend on each other's results."""
         with self.connection(what, conflict=conflict) as conn:
-            if getattr(self._local, "conn", None) is conn:
+            if self.in_batch():
                 yield conn
                 return
             with conn.pipeline() if pipeline else nullcontext(), conn.transaction():
-                if not wait_for_disk:
-                    conn.execute("SET LOCAL synchronous_commit = off")
+                if wait_for_disk:
+                    conn.execute("SET LOCAL synchronous_commit = on")
                 yield conn
+
+    def execute(
+        self,
+        what: str,
+        query: bytes,
+        params: Sequence[Any],
+        *,
+        wait_for_disk: bool = False,
+        conflict: str | None = None,
+    ) -> int:
+        """One statement as a transaction of its own (one round trip), or in the open batch;
+        the number of rows it wrote."""
+        if wait_for_disk and not self.in_batch():
+            with self.transaction(
+                what, wait_for_disk=True, pipeline=True, conflict=conflict
+            ) as conn:
+                cur = conn.execute(query, params)
+            return cur.rowcount
+        with self.connection(what, conflict=conflict) as conn:
+            return conn.execute(query, params).rowcount
 
     def rows(self, query: str, args: Sequence[Any] | dict[str, Any] = ()) -> list[Any]:
         """The rows of one query."""
@@ -201,10 +222,12 @@ def _close_pool(pool: psycopg_pool.ConnectionPool) -> None:
 
 
 def _configure(schema: str, read_only: bool) -> Callable[[Conn], None]:
-    """What each new connection runs first: the log's schema, and read-only when asked."""
+    """What each new connection runs first: the log's schema, commits that do not wait for the
+    disk unless a transaction asks, and read-only when asked."""
 
     def configure(conn: Conn) -> None:
         conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
+        conn.execute("SET synchronous_commit TO off")
         if read_only:
             conn.execute("SET default_transaction_read_only = on")
 

@@ -291,11 +291,14 @@ class PostgresEventStore:
             f"Another writer appended to run {run_id!r} at seq {expected_seq + 1} first. "
             "Nothing was written; reload the run."
         )
-        with self._transaction(
-            f"append to run {run_id!r}", durable=durable, pipeline=True, conflict=conflict
-        ) as conn:
-            cur = conn.execute(query.encode(), params)
-        if cur.rowcount == 0:
+        written = self._db.execute(
+            f"append to run {run_id!r}",
+            query.encode(),
+            params,
+            wait_for_disk=durable and self._durability == "full",
+            conflict=conflict,
+        )
+        if written == 0:
             self._refuse_append(run_id, expected_seq, token)
         if events:
             self._remember(run_id, last, head)
