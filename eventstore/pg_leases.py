@@ -56,6 +56,14 @@ class Leases:
         """See `PostgresEventStore.claim`."""
         me = Driver.current()
         token = uuid.uuid4().hex
+        taken = self._db.execute(  # a run nobody drives: taken in one statement
+            f"claim run {run_id!r}",
+            (_TAKE + " AND driver_token IS NULL").encode(),
+            (me.host, me.pid, me.started, token, time.time() + self.lease, run_id),
+        )
+        if taken:
+            self._hold(run_id, token)
+            return
         with self._db.transaction(f"claim run {run_id!r}") as conn:
             row = conn.execute(
                 "SELECT driver_token, driver_host, driver_pid, driver_started, lease_until "
@@ -119,13 +127,12 @@ class Leases:
         with self._lock:
             token = self._held.pop(run_id, None)
         if token is not None:
-            with self._db.transaction(f"release run {run_id!r}") as conn:
-                conn.execute(
-                    "UPDATE runs SET driver_host = NULL, driver_pid = NULL, "
-                    "driver_started = NULL, driver_token = NULL, lease_until = NULL "
-                    "WHERE run_id = %s AND driver_token = %s",
-                    (run_id, token),
-                )
+            self._db.execute(
+                f"release run {run_id!r}",
+                b"UPDATE runs SET driver_host = NULL, driver_pid = NULL, driver_started = NULL, "
+                b"driver_token = NULL, lease_until = NULL WHERE run_id = %s AND driver_token = %s",
+                (run_id, token),
+            )
 
     def renew(self) -> None:
         """Extend the leases of the runs this store drives."""
@@ -133,11 +140,11 @@ class Leases:
             held = list(self._held.items())
         for run_id, token in held:
             try:
-                with self._db.transaction(f"renew the lease of run {run_id!r}") as conn:
-                    conn.execute(
-                        "UPDATE runs SET lease_until = %s WHERE run_id = %s AND driver_token = %s",
-                        (time.time() + self.lease, run_id, token),
-                    )
+                self._db.execute(
+                    f"renew the lease of run {run_id!r}",
+                    b"UPDATE runs SET lease_until = %s WHERE run_id = %s AND driver_token = %s",
+                    (time.time() + self.lease, run_id, token),
+                )
             except StoreError:
                 pass  # tried again at the next round; a lost lease shows at the next append
 

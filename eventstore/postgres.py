@@ -12,7 +12,6 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 import psycopg
-from psycopg import sql
 
 from .chain import GENESIS, ChainReport, check_chain, link
 from .driver import Driver
@@ -111,19 +110,6 @@ class PostgresEventStore:
         except psycopg.Error as e:
             raise StoreError(f"Could not open the event log in {self.url} ({e}).") from e
 
-    def _transaction(
-        self,
-        what: str,
-        *,
-        durable: bool = True,
-        pipeline: bool = False,
-        conflict: str | None = None,
-    ) -> AbstractContextManager[Conn]:
-        """One transaction: only a commit that an effect follows, under durability "full",
-        waits for the server's disk; `pipeline` sends it in one round trip."""
-        wait = durable and self._durability == "full"
-        return self._db.transaction(what, wait_for_disk=wait, pipeline=pipeline, conflict=conflict)
-
     # -- catalog ---------------------------------------------------------------------------
 
     def create_run(
@@ -157,7 +143,7 @@ class PostgresEventStore:
         )
         columns, head = _chain(run_id, GENESIS, 0, events)
         exists = f"A run with id {run_id!r} exists already; choose another id."
-        with self._transaction(f"create run {run_id!r}", pipeline=True, conflict=exists) as conn:
+        with self._db.transaction(f"create run {run_id!r}", pipeline=True, conflict=exists) as conn:
             conn.execute(
                 "INSERT INTO runs (run_id, task, status, created_at, updated_at, last_seq, "
                 "parent_id, branch_seq, info, steps, input_tokens, output_tokens, cost, "
@@ -238,13 +224,12 @@ class PostgresEventStore:
 
     def set_status(self, run_id: str, status: str) -> None:
         """Change a run's status in the catalog (the catalog is not the log: it may change)."""
-        with self._transaction(f"set the status of run {run_id!r}") as conn:
-            cur = conn.execute(
-                "UPDATE runs SET status = %s, updated_at = %s WHERE run_id = %s",
-                (status, time.time(), run_id),
-            )
-            missing = cur.rowcount == 0
-        if missing:
+        changed = self._db.execute(
+            f"set the status of run {run_id!r}",
+            b"UPDATE runs SET status = %s, updated_at = %s WHERE run_id = %s",
+            (status, time.time(), run_id),
+        )
+        if not changed:
             self.run(run_id)
 
     # -- the log ---------------------------------------------------------------------------
@@ -262,7 +247,7 @@ class PostgresEventStore:
         """Append `events` after `expected_seq` in one transaction; returns the new last seq.
         Only the run's driver (this store, once it has claimed it) may append, and only at the
         run's end: otherwise `ConcurrencyError`, and nothing is written. The catalog update and
-        the inserts are one statement, sent with the transaction in one round trip."""
+        the inserts are one statement, a transaction of its own: one round trip."""
         last = expected_seq + len(events)
         token = self._leases.token(run_id)
         sets = "last_seq = %s, updated_at = %s"
@@ -422,15 +407,6 @@ class PostgresEventStore:
                 f"durability must be one of {', '.join(map(repr, DURABILITY))}, not {value!r}."
             )
         self._durability: Durability = value
-
-    def drop(self) -> None:
-        """Delete the whole log: the schema with every table in it. For tests and scratch
-        databases; the store is closed afterwards."""
-        self.close()
-        with self._db.connect() as conn:
-            conn.execute(
-                sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(self.schema))
-            )
 
     def close(self) -> None:
         """Close the connections (the runs it drives keep their record of this process until
