@@ -21,7 +21,9 @@ def postgres_store_class() -> type[PostgresEventStore]:
     """`PostgresEventStore`, imported on first use: psycopg is the optional `postgres` extra."""
     try:
         from .postgres import PostgresEventStore
-    except ImportError as e:
+    except ModuleNotFoundError as e:
+        if not (e.name or "").startswith("psycopg"):
+            raise
         raise StoreError(
             f"PostgreSQL needs psycopg ({e}); install it with: pip install 'agentsm[postgres]'."
         ) from e
