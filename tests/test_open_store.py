@@ -3,6 +3,7 @@ is opened, created and migrated as safely as a SQLite file."""
 
 from __future__ import annotations
 
+import sys
 import threading
 import uuid
 from collections.abc import Iterator
@@ -66,6 +67,15 @@ def test_a_path_or_sqlite_url_opens_sqlite(tmp_path: Path, monkeypatch: pytest.M
 def test_an_unknown_url_is_refused_with_what_to_give(url: str, message: str) -> None:
     with pytest.raises(StoreError, match=message):
         open_store(url)
+
+
+def test_without_psycopg_a_postgresql_url_says_which_extra_to_install(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delitem(sys.modules, "eventstore.postgres")
+    monkeypatch.setitem(sys.modules, "psycopg", None)
+    with pytest.raises(StoreError, match=r"pip install 'agentsm\[postgres\]'"):
+        open_store("postgresql://me@127.0.0.1/db")
 
 
 def test_a_server_that_does_not_answer_is_named_without_its_password() -> None:
