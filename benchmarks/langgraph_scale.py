@@ -86,38 +86,47 @@ def measure(url: str, writers: int, runs: int, steps: int) -> float:
 
 
 def main() -> None:
-    from langgraph.checkpoint.postgres import PostgresSaver
-
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--writers", type=int, nargs="+", default=[1, 4, 16])
     parser.add_argument("--runs", type=int, default=20, help="runs per writer process")
     parser.add_argument("--steps", type=int, default=5, help="tool steps per run")
     parser.add_argument("--postgres", default="postgresql://postgres@127.0.0.1:5432/test")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per row; the best is shown")
     args = parser.parse_args()
     print("| backend | writers | runs | checkpoints | seconds | runs/s | checkpoints/s |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     for writers in args.writers:
-        schema = f"lg_{uuid.uuid4().hex[:12]}"
-        options = urllib.parse.quote(f"-csearch_path={schema}")
-        url = f"{args.postgres}{'&' if '?' in args.postgres else '?'}options={options}"
-        with psycopg.connect(args.postgres, autocommit=True) as conn:
-            conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
-        try:
-            with PostgresSaver.from_conn_string(url) as saver:
-                saver.setup()
-            elapsed = measure(url, writers, args.runs, args.steps)
-            with psycopg.connect(url) as conn:
-                row = conn.execute("SELECT count(*) FROM checkpoints").fetchone()
-            saved = int(row[0]) if row else 0
-            total = writers * args.runs
-            print(
-                f"| LangGraph PostgresSaver | {writers} | {total} | {saved} | {elapsed:.2f} "
-                f"| {total / elapsed:.1f} | {saved / elapsed:.0f} |",
-                flush=True,
-            )
-        finally:
-            with psycopg.connect(args.postgres, autocommit=True) as conn:
-                conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
+        elapsed, saved = min(
+            (once(args.postgres, writers, args.runs, args.steps) for _ in range(args.repeat)),
+            key=lambda found: found[0],
+        )
+        total = writers * args.runs
+        print(
+            f"| LangGraph PostgresSaver | {writers} | {total} | {saved} | {elapsed:.2f} "
+            f"| {total / elapsed:.1f} | {saved / elapsed:.0f} |",
+            flush=True,
+        )
+
+
+def once(server: str, writers: int, runs: int, steps: int) -> tuple[float, int]:
+    """One measurement in a new schema: seconds, and the checkpoints saved."""
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    schema = f"lg_{uuid.uuid4().hex[:12]}"
+    options = urllib.parse.quote(f"-csearch_path={schema}")
+    url = f"{server}{'&' if '?' in server else '?'}options={options}"
+    with psycopg.connect(server, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
+    try:
+        with PostgresSaver.from_conn_string(url) as saver:
+            saver.setup()
+        elapsed = measure(url, writers, runs, steps)
+        with psycopg.connect(url) as conn:
+            row = conn.execute("SELECT count(*) FROM checkpoints").fetchone()
+        return elapsed, int(row[0]) if row else 0
+    finally:
+        with psycopg.connect(server, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
 
 
 if __name__ == "__main__":
