@@ -39,7 +39,7 @@ _INITIAL = [
         driver_started text,
         driver_token text,
         lease_until double precision,
-        steps integer NOT NULL DEFAULT 0,
+        steps integer,
         input_tokens bigint NOT NULL DEFAULT 0,
         output_tokens bigint NOT NULL DEFAULT 0,
         cost double precision,
@@ -65,6 +65,10 @@ _INITIAL = [
     "CREATE INDEX runs_created ON runs (created_at, entry)",
     "CREATE INDEX runs_updated ON runs (updated_at)",
     "CREATE INDEX runs_model ON runs (model)",
+    # runs with facts but no summary yet (steps is NULL): logged before summaries were kept
+    "CREATE INDEX runs_unsummarized ON runs (created_at, entry) WHERE steps IS NULL",
+    # full-text search over the facts' payloads (`PostgresEventStore.search`)
+    "CREATE INDEX events_search ON events USING gin (to_tsvector('simple', payload))",
     # Append-only, enforced by the database: no UPDATE, DELETE or TRUNCATE of facts; a fact goes
     # right after its run's last one (no gap, no second fact at one seq) into a run of the
     # catalog (the foreign key), and a run with facts keeps its place in the catalog.

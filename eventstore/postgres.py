@@ -139,7 +139,12 @@ class PostgresEventStore:
             parent_id=parent_id,
             branch_seq=branch_seq,
             info=json.loads(json.dumps(info or {})),
-            summary=summary or RunSummary(),
+            summary=RunSummary(*_summary_values(summary)) if summary is not None else RunSummary(),
+        )
+        kept = (
+            _summary_values(summary)
+            if summary is not None
+            else [None, 0, 0, None, None, None, None]
         )
         columns, head = _chain(run_id, GENESIS, 0, events)
         exists = f"A run with id {run_id!r} exists already; choose another id."
@@ -159,7 +164,7 @@ class PostgresEventStore:
                     parent_id,
                     branch_seq,
                     json.dumps(info or {}),
-                    *_summary_values(record.summary),
+                    *kept,
                 ),
             )
             if events:
@@ -231,6 +236,26 @@ class PostgresEventStore:
         )
         if not changed:
             self.run(run_id)
+
+    def set_summary(self, run_id: str, summary: RunSummary) -> None:
+        """Write a run's summary in the catalog (a back-fill: a recorder writes it with the
+        facts, through `create_run` and `append`)."""
+        written = self._db.execute(
+            f"write the summary of run {run_id!r}",
+            f"UPDATE runs SET {_SUMMARY} WHERE run_id = %s".encode(),
+            (*_summary_values(summary), run_id),
+        )
+        if not written:
+            raise UnknownRun(run_id, _closest(self._db, run_id))
+
+    def unsummarized(self) -> list[str]:
+        """The runs with facts but no summary in the catalog (copied from a log that kept
+        none), oldest first; the agent side folds them once."""
+        rows = self._db.rows(
+            "SELECT run_id FROM runs WHERE steps IS NULL AND last_seq > 0 "
+            "ORDER BY created_at, entry"
+        )
+        return [r[0] for r in rows]
 
     # -- the log ---------------------------------------------------------------------------
 
@@ -343,9 +368,42 @@ class PostgresEventStore:
         rows = self._db.rows(query + " ORDER BY seq", args)
         if not rows and after == 0:
             self.run(run_id)
-        return [
-            StoredEvent(r[0], r[1], r[2], r[3], json.loads(r[4]), r[5], r[6], r[7]) for r in rows
-        ]
+        return [_stored(r) for r in rows]
+
+    def events_of(self, kinds: Sequence[str], *, since: float | None = None) -> list[StoredEvent]:
+        """Every event of these kinds, of any run, recorded at or after `since` (one pass over
+        the log, for counts across runs)."""
+        query = (
+            "SELECT run_id, seq, kind, payload, meta, recorded_at, version, hash FROM events "
+            "WHERE kind = ANY(%s)"
+        )
+        args: list[Any] = [list(kinds)]
+        if since is not None:
+            query += " AND recorded_at >= %s"
+            args.append(since)
+        return [_stored(r) for r in self._db.rows(query, args)]
+
+    def search(
+        self, text: str, *, kinds: Sequence[str] | None = None, limit: int = 50
+    ) -> list[tuple[str, int, str, str]]:
+        """The events whose payload holds every word of `text` (PostgreSQL full-text search,
+        best match first): `(run_id, seq, kind, snippet)`, the snippet marking the words found
+        with [ ]; only events of `kinds` when given."""
+        if not text.split():
+            return []
+        query = (
+            "SELECT run_id, seq, kind, ts_headline('simple', payload, q, "
+            "'StartSel=[, StopSel=], MaxWords=16, MinWords=4, FragmentDelimiter=…') "
+            "FROM events, plainto_tsquery('simple', %s) AS q "
+            "WHERE to_tsvector('simple', payload) @@ q"
+        )
+        args: list[Any] = [text]
+        if kinds is not None:
+            query += " AND kind = ANY(%s)"
+            args.append(list(kinds))
+        query += " ORDER BY ts_rank(to_tsvector('simple', payload), q) DESC, run_id, seq LIMIT %s"
+        args.append(max(0, limit))
+        return [(r[0], r[1], r[2], r[3]) for r in self._db.rows(query, args)]
 
     def verify(self, run_id: str) -> ChainReport:
         """Check the hash chain of a run: the first broken link, if any (see `eventstore.chain`)."""
@@ -451,8 +509,15 @@ def _unknown(db: Connections, run_id: str) -> UnknownRun:
     return UnknownRun(run_id, _closest(db, run_id))
 
 
+SUMMARY_TEXT = 200
+"""How much of the final answer and of the error the catalog keeps."""
+
+
 def _summary_values(s: RunSummary) -> list[Any]:
-    return [s.steps, s.input_tokens, s.output_tokens, s.cost, s.model, s.answer, s.error]
+    def cut(text: str | None) -> str | None:
+        return text[:SUMMARY_TEXT] if text is not None else None
+
+    return [s.steps, s.input_tokens, s.output_tokens, s.cost, s.model, cut(s.answer), cut(s.error)]
 
 
 _INSERT = (
@@ -479,6 +544,10 @@ def _chain(
     return columns, previous
 
 
+def _stored(r: tuple[Any, ...]) -> StoredEvent:
+    return StoredEvent(r[0], r[1], r[2], r[3], json.loads(r[4]), r[5], r[6], r[7])
+
+
 def _run_record(row: tuple[Any, ...]) -> RunRecord:
     return RunRecord(
         run_id=row[0],
@@ -492,5 +561,5 @@ def _run_record(row: tuple[Any, ...]) -> RunRecord:
         info=json.loads(row[8] or "{}"),
         driver=Driver(row[9], row[10], row[11] or "") if row[9] else None,
         lease_until=row[12],
-        summary=RunSummary(*row[13:20]),
+        summary=RunSummary(*row[13:20]) if row[13] is not None else RunSummary(),
     )

@@ -7,6 +7,7 @@ not share between two stores (SQLite in memory) or does not have yet is said whe
 from __future__ import annotations
 
 import inspect
+import json
 import sqlite3
 import threading
 import time
@@ -291,6 +292,39 @@ def test_the_summary_is_written_with_the_facts(store: EventStore) -> None:
     with pytest.raises(ConcurrencyError):
         store.append("r", 1, [ev("X")], summary=RunSummary(steps=99))  # type: ignore[call-arg]
     assert store.run("r").summary == last
+
+
+def test_a_summary_is_back_filled_for_runs_logged_without_one(store: EventStore) -> None:
+    needs(store, "set_summary")
+    extra: Any = store
+    store.create_run("old", "task", events=[ev("A")])
+    store.create_run("empty", "task")
+    store.create_run("new", "task", events=[ev("A")], summary=RunSummary(steps=1))  # type: ignore[call-arg]
+    assert extra.unsummarized() == ["old"]
+    long = RunSummary(3, 5, 6, None, "m", "x" * 500, None)
+    extra.set_summary("old", long)
+    assert store.run("old").summary == RunSummary(3, 5, 6, None, "m", "x" * 200, None)
+    assert extra.unsummarized() == []
+    with pytest.raises(UnknownRun):
+        extra.set_summary("nope", long)
+
+
+def test_events_of_kinds_across_runs_and_full_text_search(store: EventStore) -> None:
+    needs(store, "search")
+    extra: Any = store
+    say = lambda kind, text, at: NewEvent(kind, json.dumps({"text": text}), "{}", at)  # noqa: E731
+    store.create_run("a", "t", events=[say("Asked", "the capital of France", 1.0)])
+    store.create_run(
+        "b", "t", events=[say("Asked", "rivers", 2.0), say("Said", "Paris, France", 3.0)]
+    )
+    assert [(e.run_id, e.seq) for e in extra.events_of(["Said"])] == [("b", 2)]
+    assert len(extra.events_of(["Asked", "Said"], since=2.0)) == 2
+    hits = extra.search("france")
+    assert sorted((h[0], h[1], h[2]) for h in hits) == [("a", 1, "Asked"), ("b", 2, "Said")]
+    assert all("[France]" in h[3] for h in hits)
+    assert [h[0] for h in extra.search("Paris france")] == ["b"]  # every word
+    assert [h[0] for h in extra.search("france", kinds=["Asked"])] == ["a"]
+    assert extra.search("london") == [] and extra.search("  ") == []
 
 
 def test_runs_filters(store: EventStore) -> None:
