@@ -90,10 +90,14 @@ class Leases:
 
     def claim_next(self, kinds: Sequence[str]) -> str | None:
         """See `PostgresEventStore.claim_next`: the id of the run claimed, or None."""
-        if not kinds or not set(kinds) <= set(CLAIMABLE):
+        unknown = [k for k in kinds if k not in CLAIMABLE]
+        if unknown:
             raise StoreError(
-                f"claim_next kinds must be among {', '.join(CLAIMABLE)}, not {list(kinds)!r}."
+                f"claim_next(kinds=...) got {', '.join(map(repr, unknown))}; the kinds are "
+                f"{', '.join(map(repr, CLAIMABLE))}."
             )
+        if not kinds:
+            return None
         where = " OR ".join(CLAIMABLE[k].format(free=_FREE) for k in dict.fromkeys(kinds))
         me = Driver.current()
         token = uuid.uuid4().hex

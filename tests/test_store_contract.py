@@ -395,6 +395,9 @@ def test_claim_next_takes_queued_ready_and_orphaned_runs_oldest_first(backend: B
     assert claim_next(kinds=("orphaned",)).run_id == "orphan"
     taken = [claim_next().run_id, claim_next().run_id]
     assert taken == ["queued", "ready"] and claim_next() is None
+    assert claim_next(kinds=()) is None
+    with pytest.raises(StoreError, match="got 'waiting'; the kinds are 'queued', 'ready'"):
+        claim_next(kinds=("waiting",))
     record = store.run("queued")
     assert record.driver is not None and record.driver.host != "elsewhere"
     store.append("queued", 1, [ev("B")])  # claimed: its appends are this store's
