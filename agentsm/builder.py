@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
-from eventstore import DURABILITY, Durability, EventStore, SQLiteEventStore
+from eventstore import DURABILITY, Durability, EventStore, SQLiteEventStore, open_store
 
 from . import facts as f
 from .context import ApprovalCallback, RunContext, Suspend, ToolRunner, ValueSource
@@ -179,14 +179,15 @@ class AgentBuilder:
         return self
 
     def store(self, store: EventStore | str | Path) -> AgentBuilder:
-        """Where the log goes: a SQLite path or a store (default: in-memory SQLite)."""
+        """Where the log goes: a store, a SQLite path, or a URL (`sqlite:///runs.db`,
+        `postgresql://user@host/db`); default: in-memory SQLite."""
         self._store = store
         return self
 
     def durability(self, durability: Durability) -> AgentBuilder:
         """`"normal"` (the default: survives a killed process) or `"full"` (each commit that
         precedes an effect is on disk before the effect: survives power loss too); set on the
-        SQLite store the agent writes to."""
+        store the agent writes to."""
         if durability not in DURABILITY:
             raise BuildError(
                 f"durability must be one of {', '.join(map(repr, DURABILITY))}, not {durability!r}."
@@ -362,8 +363,8 @@ class AgentBuilder:
         if store is None:
             store = SQLiteEventStore(":memory:")
         elif isinstance(store, str | Path):
-            store = SQLiteEventStore(store)
-        if self._durability is not None and isinstance(store, SQLiteEventStore):
+            store = open_store(store)
+        if self._durability is not None and hasattr(store, "durability"):
             store.durability = self._durability
         self._store = store
         return self._llm, table, handlers, store

@@ -1,4 +1,7 @@
-"""eventstore: a generic append-only event log in SQLite; it knows nothing about agents."""
+"""eventstore: a generic append-only event log in SQLite or PostgreSQL; it knows nothing
+about agents."""
+
+from typing import TYPE_CHECKING, Any
 
 from .chain import ChainBreak, ChainReport
 from .driver import Driver
@@ -12,9 +15,13 @@ from .errors import (
     UnknownRun,
 )
 from .migrations import LATEST as SCHEMA_VERSION
-from .protocol import AsyncAppend, EventStore
+from .open import open_store
+from .protocol import AsyncAppend, EventStore, Searchable
 from .records import NewEvent, RunRecord, RunSummary, StoredEvent
 from .sqlite import DURABILITY, Durability, SQLiteEventStore
+
+if TYPE_CHECKING:
+    from .postgres import PostgresEventStore
 
 __all__ = [
     "DURABILITY",
@@ -29,12 +36,24 @@ __all__ = [
     "EventStore",
     "NewEvent",
     "NotAnEventLog",
+    "PostgresEventStore",
     "RunInUse",
     "RunRecord",
     "RunSummary",
     "SQLiteEventStore",
     "SchemaVersionError",
+    "Searchable",
     "StoreError",
     "StoredEvent",
     "UnknownRun",
+    "open_store",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """`PostgresEventStore` on first use: psycopg is the optional `postgres` extra."""
+    if name == "PostgresEventStore":
+        from .open import postgres_store_class
+
+        return postgres_store_class()
+    raise AttributeError(f"module 'eventstore' has no attribute {name!r}")

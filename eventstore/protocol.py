@@ -9,7 +9,7 @@ from typing import Any, Protocol, runtime_checkable
 from .chain import ChainReport
 from .records import NewEvent, RunRecord, RunSummary, StoredEvent
 
-__all__ = ["AsyncAppend", "EventStore"]
+__all__ = ["AsyncAppend", "EventStore", "Searchable"]
 
 
 @runtime_checkable
@@ -125,3 +125,19 @@ class AsyncAppend(Protocol):
         durable: bool = False,
         summary: RunSummary | None = None,
     ) -> int: ...
+
+
+@runtime_checkable
+class Searchable(Protocol):
+    """A store with full-text search over its events and a one-pass read of events by kind
+    (`agentsm search` and `agentsm stats`); both backends are."""
+
+    def search(
+        self, text: str, *, kinds: Sequence[str] | None = None, limit: int = 50
+    ) -> list[tuple[str, int, str, str]]: ...
+
+    def unindexed(self) -> int: ...
+
+    def events_of(
+        self, kinds: Sequence[str], *, since: float | None = None
+    ) -> list[StoredEvent]: ...

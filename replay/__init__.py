@@ -4,6 +4,7 @@ command line around all that. (OpenTelemetry export is `replay.otel`, with the `
 
 from .branching import branch_run
 from .branchnotes import UnusedChange
+from .copying import CopyReport, copy_runs
 from .diffing import RunDiff, diff_runs
 from .effects import (
     RecordedDecisions,
@@ -13,7 +14,14 @@ from .effects import (
     ReplayDiverged,
     ReplayedCrash,
 )
-from .errors import BuilderRequired, ImportRefused, ReplayError, SeqOutOfRange, UsageError
+from .errors import (
+    BuilderRequired,
+    CopyRefused,
+    ImportRefused,
+    ReplayError,
+    SeqOutOfRange,
+    UsageError,
+)
 from .recording import Recording
 from .replaying import assert_replays, replay_run
 from .report import Divergence, ReplayReport
@@ -25,6 +33,8 @@ from .worker import Worker, WorkResult
 
 __all__ = [
     "BuilderRequired",
+    "CopyRefused",
+    "CopyReport",
     "Divergence",
     "ImportRefused",
     "LiveFact",
@@ -46,6 +56,7 @@ __all__ = [
     "Worker",
     "assert_replays",
     "branch_run",
+    "copy_runs",
     "decide",
     "diff_runs",
     "export_run",

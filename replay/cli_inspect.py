@@ -11,7 +11,7 @@ import click
 
 from agentsm import facts as f
 from agentsm.trace import TRACE_COLUMNS
-from eventstore import SQLiteEventStore
+from eventstore import SQLiteEventStore, open_store
 
 from .cli_common import (
     Listing,
@@ -223,8 +223,8 @@ def import_(file: str) -> None:
     db = db_path()
     lines = sys.stdin.read() if file == "-" else Path(file).read_text()
     name = "standard input" if file == "-" else file
-    created = db != ":memory:" and not Path(db).exists()
-    store = SQLiteEventStore(db)
+    created = "://" not in db and db != ":memory:" and not Path(db).exists()
+    store = open_store(db)
     try:
         imported = import_runs(store, lines.splitlines(), name=name)
     except BaseException:

@@ -11,7 +11,7 @@ import click
 
 from agentsm.tables import Column
 from agentsm.trace import decode
-from eventstore import EventStore, RunRecord, SQLiteEventStore
+from eventstore import EventStore, RunRecord, Searchable
 
 from .cli_common import (
     Listing,
@@ -239,10 +239,12 @@ def search(text: str, limit: int, fmt: str | None) -> None:
     """Full-text search over tasks, LLM answers, tool observations and errors: the matching
     facts (best first) with the runs they belong to."""
     store = open_log(write=can_write(db_path()))  # to index the facts logged since last time
-    if not isinstance(store, SQLiteEventStore):
-        raise UsageError("search reads the full-text index of a SQLite log; point --db at one.")
+    if not isinstance(store, Searchable):
+        raise UsageError(
+            f"{shown(db_path())} has no full-text search; point --db at a log that does."
+        )
     hits = store.search(text, kinds=SEARCHED, limit=limit)
-    missed = store.unindexed() if store.read_only else 0
+    missed = store.unindexed()  # a writable log was brought up to date by the search
     if missed:
         click.echo(
             f"agentsm: note: the last {plural(missed, 'fact')} of this log are not in its search "
@@ -280,7 +282,7 @@ def _stats(store: EventStore, since: float | None) -> dict[str, Any]:
     errors: Counter[str] = Counter()
     durations: dict[str, list[float]] = {}
     wanted = ("ToolExecuted", "RunFailed", "RunAborted", "LlmFailed")
-    if isinstance(store, SQLiteEventStore):  # one pass over the log
+    if isinstance(store, Searchable):  # one pass over the log
         events = store.events_of(wanted, since=since)
     else:
         events = [e for r in records for e in store.read(r.run_id) if e.kind in wanted]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import operator
 import shlex
+from contextlib import closing
 from typing import Any
 
 from agentsm import (
@@ -120,7 +121,7 @@ def run_demo(db: str, style: Any, default: str | None = None) -> int:
     """Record a demo run into `db`, print its trace, rebuild its memory from the file, replay
     it, and branch it where the LLM called a blacklisted tool; the closing commands name `db`
     unless it is `default`, the log the commands read without --db."""
-    from eventstore import SQLiteEventStore
+    from eventstore import open_store
 
     from .branching import branch_run
     from .diffing import diff_runs
@@ -140,7 +141,7 @@ def run_demo(db: str, style: Any, default: str | None = None) -> int:
         f"\nsteps={engine.memory.step} state={engine.current_state()} "
         f"tokens={usage.total_tokens} (in {usage.input_tokens}, out {usage.output_tokens})"
     )
-    with SQLiteEventStore(db, create=False) as fresh:
+    with closing(open_store(db, create=False)) as fresh:
         memory, state = AgentMemory.rebuild(fresh, engine.run_id)
         same = memory == engine.memory and state == engine.current_state()
         print(

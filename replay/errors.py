@@ -4,6 +4,7 @@ ReplayError            root of what the replay package raises about a request
 ├── SeqOutOfRange      a sequence number the run does not have (also a ValueError)
 ├── BuilderRequired    the run used parts of the agent only the user's builder has
 ├── ImportRefused      an export file that is bad, cut off or holds a known run: nothing imported
+├── CopyRefused        a run that cannot be copied as it is: nothing copied
 └── UsageError         a command-line value that cannot be used as given
 """
 
@@ -13,7 +14,14 @@ from collections.abc import Sequence
 
 from agentsm import AgentError
 
-__all__ = ["BuilderRequired", "ImportRefused", "ReplayError", "SeqOutOfRange", "UsageError"]
+__all__ = [
+    "BuilderRequired",
+    "CopyRefused",
+    "ImportRefused",
+    "ReplayError",
+    "SeqOutOfRange",
+    "UsageError",
+]
 
 
 class ReplayError(AgentError):
@@ -70,4 +78,16 @@ class ImportRefused(ReplayError):
         super().__init__(
             f"{where}{problem}. Nothing of the file was imported"
             + (f"; {advice}." if advice else ".")
+        )
+
+
+class CopyRefused(ReplayError):
+    """A run that cannot be copied as it is (its chain is broken in the source, or the
+    destination holds other facts under its id); nothing was copied."""
+
+    def __init__(self, run_id: str, problem: str) -> None:
+        self.run_id = run_id
+        super().__init__(
+            f"Run {run_id} cannot be copied: {problem}. Nothing was copied; copy the other runs "
+            "by naming them, or into another database."
         )

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import eventstore
 from agentsm import AgentBuilder, BuildError, State
 from agentsm.catalog import backfill
 from agentsm.facts import RunStarted
@@ -37,20 +38,22 @@ prompts, config, table and handlers. Replay supplies the LLM and the store."""
 def open_store(
     db: StoreLike, *, read_only: bool = False, create: bool = False, **options: Any
 ) -> EventStore:
-    """The store itself, or an existing SQLite log at that path (a new one only with
-    `create`); `read_only` opens the file so that nothing can be written to it; `options` go
-    to the store (`lease`, `busy_timeout`, ...). A log from an older release (runs without a
-    catalog summary) that the user may write is migrated and its summaries back-filled once
-    (`agentsm.catalog.backfill`), so that listings never fold a run; an up-to-date log opened
-    `read_only` is never written."""
+    """The store itself, or the log at that path or URL (`eventstore.open_store`): an existing
+    one only unless `create`; `read_only` opens it so that nothing can be written to it;
+    `options` go to the store (`lease`, `busy_timeout`, ...). A SQLite log from an older
+    release (runs without a catalog summary) that the user may write is migrated and its
+    summaries back-filled once (`agentsm.catalog.backfill`), so that listings never fold a
+    run; an up-to-date log opened `read_only` is never written."""
     if not isinstance(db, str | Path):
         return db
-    store = SQLiteEventStore(db, create=create, read_only=read_only, **options)
-    if read_only and not (store.unsummarized() and can_write(Path(db))):
+    store = eventstore.open_store(db, create=create, read_only=read_only, **options)
+    if not isinstance(store, SQLiteEventStore) or not store.unsummarized():
+        return store  # a PostgreSQL log was made by a release that keeps summaries
+    if read_only and not can_write(Path(store.path)):
         return store
     if read_only:
         store.close()
-        store = SQLiteEventStore(db, create=False, **options)
+        store = SQLiteEventStore(store.path, create=False, **options)
     try:
         backfill(store)
     except BaseException:
@@ -59,7 +62,7 @@ def open_store(
     if not read_only:
         return store
     store.close()
-    return SQLiteEventStore(db, create=False, read_only=True, **options)
+    return SQLiteEventStore(store.path, create=False, read_only=True, **options)
 
 
 def can_write(path: str | Path) -> bool:

@@ -10,19 +10,19 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from agentsm import UnreadableFact
 from agentsm.catalog import backfill
 from agentsm.facts import FACTS
-from eventstore import EventStore, NewEvent, StoredEvent
+from eventstore import EventStore, NewEvent, RunSummary, StoredEvent
 from eventstore.chain import GENESIS, link
 
 from .errors import ImportRefused
 from .source import resolve_run
 
-__all__ = ["export_run", "import_runs"]
+__all__ = ["export_run", "facts_of", "import_runs"]
 
 
 def export_run(store: EventStore, run_id: str) -> Iterator[str]:
@@ -30,20 +30,21 @@ def export_run(store: EventStore, run_id: str) -> Iterator[str]:
     record = store.run(resolve_run(store, run_id))
     events = store.read(record.run_id, upto=record.last_seq)  # the facts its status is about
     head = next((e.hash for e in reversed(events) if e.hash is not None), None)
-    yield json.dumps(
-        {
-            "type": "run",
-            "run_id": record.run_id,
-            "task": record.task,
-            "status": record.status,
-            "parent_id": record.parent_id,
-            "branch_seq": record.branch_seq,
-            "created_at": record.created_at,
-            "info": record.info,
-            "facts": len(events),
-            "head": head,
-        }
-    )
+    line = {
+        "type": "run",
+        "run_id": record.run_id,
+        "task": record.task,
+        "status": record.status,
+        "parent_id": record.parent_id,
+        "branch_seq": record.branch_seq,
+        "created_at": record.created_at,
+        "info": record.info,
+        "facts": len(events),
+        "head": head,
+    }
+    if record.summary != RunSummary():
+        line["summary"] = asdict(record.summary)
+    yield json.dumps(line)
     for e in events:
         yield json.dumps(
             {
@@ -137,6 +138,11 @@ def _header(item: dict[str, Any]) -> None:
     """Check a run's line: the fields an import needs, of the right types."""
     if not isinstance(item.get("run_id"), str) or not isinstance(item.get("task"), str):
         raise ValueError("a run needs a run_id and a task (text)")
+    summary = item.get("summary")
+    if summary is not None:
+        known = {f.name for f in fields(RunSummary)}
+        if not isinstance(summary, dict) or not set(summary) <= known:
+            raise ValueError(f"a run's summary must be an object with fields among {sorted(known)}")
     if "facts" in item or "head" in item:  # older exports state neither
         facts, head = item.get("facts"), item.get("head")
         if not isinstance(facts, int) or isinstance(facts, bool) or facts < 1:
@@ -180,7 +186,7 @@ def _parse(lines: Iterable[str], name: str) -> list[_Run]:
     return runs
 
 
-def _facts(events: Iterable[NewEvent | StoredEvent]) -> list[tuple[Any, ...]]:
+def facts_of(events: Iterable[NewEvent | StoredEvent]) -> list[tuple[Any, ...]]:
     """Events as values, so that the same facts compare equal whatever their JSON spacing."""
     return [
         (
@@ -204,7 +210,7 @@ def _refuse_existing(store: EventStore, runs: list[_Run]) -> None:
         seen.add(run.run_id)
         if run.run_id not in known:
             continue
-        if _facts(store.read(run.run_id)) == _facts(run.events):
+        if facts_of(store.read(run.run_id)) == facts_of(run.events):
             problem = "with the same facts: nothing needs doing"
             advice = ""
         else:
@@ -228,6 +234,8 @@ def import_runs(store: EventStore, lines: Iterable[str], *, name: str = "the fil
     with store.batch():  # one transaction: the whole file or nothing of it
         for run in runs:
             status = run.item.get("status") if run.stated is not None else None
+            summary = run.item.get("summary")
+            extra = {"summary": RunSummary(**summary)} if summary else {}
             store.create_run(
                 run.run_id,
                 run.item["task"],
@@ -237,6 +245,7 @@ def import_runs(store: EventStore, lines: Iterable[str], *, name: str = "the fil
                 created_at=run.item.get("created_at"),
                 events=run.events,
                 status=status if isinstance(status, str) else "imported",
+                **extra,
             )
     backfill(store)  # the catalog summaries of the imported runs, folded once
     return [run.run_id for run in runs]

@@ -25,9 +25,10 @@ from agentsm.memory import initial_memory
 from agentsm.recorder import Recorder
 from agentsm.testing import load_profile
 from agentsm.trace import Trace
-from eventstore import SQLiteEventStore
+from eventstore import EventStore, SQLiteEventStore
 
-from .stores import STORE_KINDS, new_log
+from .backends import HOW_TO_RUN, SKIPPED, Backend
+from .stores import close_opened
 
 load_profile()  # $AGENTSM_HYPOTHESIS_PROFILE: agentsm-fast (default) or agentsm-thorough
 
@@ -49,6 +50,37 @@ def _no_network(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
     monkeypatch.setattr(socket.socket, "connect", guarded)
     yield
+
+
+BACKENDS = ("sqlite-file", "sqlite-memory", "postgresql")
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    """Each store backend in turn; PostgreSQL in a schema of its own, dropped afterwards."""
+    chosen = Backend(request.param, tmp_path, request)
+    yield chosen
+    chosen.close()
+
+
+@pytest.fixture(params=("sqlite-file", "postgresql"))
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """The URL (or path) of a new log on each backend that a second process can open too."""
+    chosen = Backend(request.param, tmp_path, request)
+    yield chosen.url
+    chosen.close()
+
+
+@pytest.fixture
+def store(backend: Backend) -> EventStore:
+    """A new store on each backend."""
+    return backend.open()
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """One line saying how to run the PostgreSQL tests when they were skipped."""
+    if SKIPPED:
+        terminalreporter.write_line(f"{len(SKIPPED)} {HOW_TO_RUN}")
 
 
 class Harness:
@@ -122,7 +154,9 @@ class Harness:
         return [e.fact for e in Trace.load(self.store, "run") if e.event == kind]
 
 
-@pytest.fixture(params=STORE_KINDS)
-def log_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """A fresh, empty log on each backend under test (`tests/stores.py`), as its URL or path."""
-    return new_log(request.param, tmp_path)
+@pytest.fixture
+def log_url(db_url: str) -> Iterator[str]:
+    """A fresh, empty log on each backend (SQLite file, PostgreSQL), as its URL or path; the
+    stores a test opens on it with `tests.stores.connect` are closed after it."""
+    yield db_url
+    close_opened()

@@ -1,0 +1,170 @@
+"""Who drives a run in a PostgreSQL log: claims (one run, or the next that can go on), the
+leases this process renews on a thread of its own, and their release."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+import weakref
+from collections.abc import Callable, Sequence
+
+from .driver import Driver
+from .errors import RunInUse, StoreError, UnknownRun
+from .pg_connections import Connections
+
+__all__ = ["CLAIMABLE", "Leases"]
+
+CLAIMABLE = {
+    "queued": "(status = 'queued' AND {free})",
+    "ready": "(status = 'ready' AND {free})",
+    "orphaned": "(status = 'running' AND driver_token IS NOT NULL AND lease_until < %(now)s)",
+}
+"""What `claim_next` may take, by kind: a queued or ready run no live lease holds, and a running
+run whose driver's lease has run out."""
+
+_FREE = "(driver_token IS NULL OR lease_until IS NULL OR lease_until < %(now)s)"
+_TAKE = (
+    "UPDATE runs SET driver_host = %s, driver_pid = %s, driver_started = %s, driver_token = %s, "
+    "lease_until = %s WHERE run_id = %s"
+)
+
+
+class Leases:
+    """The runs one store drives, by lease token; `unknown(run_id)` makes the error for a run
+    that is not in the catalog."""
+
+    def __init__(self, db: Connections, lease: float, unknown: Callable[[str], UnknownRun]) -> None:
+        self.lease = lease
+        self._db = db
+        self._unknown = unknown
+        self._held: dict[str, str] = {}
+        self._lock = threading.Lock()
+        self._closing = threading.Event()
+        self._renewer: threading.Thread | None = None
+
+    def token(self, run_id: str) -> str | None:
+        """This store's lease token on the run, if it drives it."""
+        return self._held.get(run_id)
+
+    def lost(self, run_id: str) -> None:
+        """Forget a run another driver has taken over."""
+        with self._lock:
+            self._held.pop(run_id, None)
+
+    def claim(self, run_id: str, *, force: bool) -> None:
+        """See `PostgresEventStore.claim`."""
+        me = Driver.current()
+        token = uuid.uuid4().hex
+        taken = self._db.execute(  # a run nobody drives: taken in one statement
+            f"claim run {run_id!r}",
+            (_TAKE + " AND driver_token IS NULL").encode(),
+            (me.host, me.pid, me.started, token, time.time() + self.lease, run_id),
+        )
+        if taken:
+            self._hold(run_id, token)
+            return
+        with self._db.transaction(f"claim run {run_id!r}") as conn:
+            row = conn.execute(
+                "SELECT driver_token, driver_host, driver_pid, driver_started, lease_until "
+                "FROM runs WHERE run_id = %s FOR UPDATE",
+                (run_id,),
+            ).fetchone()
+            if row is None:
+                raise self._unknown(run_id)
+            held, host, pid, started, until = row
+            now = time.time()
+            if held is not None and held != self._held.get(run_id) and not force:
+                holder = Driver(host, pid, started or "")
+                alive = holder.alive()
+                if alive or (alive is None and (until or 0) > now):
+                    raise RunInUse(
+                        run_id,
+                        holder,
+                        f"Run {run_id!r} is being driven by {holder}; it is not resumed under "
+                        "it. Wait for it to end, stop that process, or force the takeover "
+                        "(--force) if you know it is stuck.",
+                    )
+            conn.execute(_TAKE, (me.host, me.pid, me.started, token, now + self.lease, run_id))
+        self._hold(run_id, token)
+
+    def claim_next(self, kinds: Sequence[str]) -> str | None:
+        """See `PostgresEventStore.claim_next`: the id of the run claimed, or None."""
+        unknown = [k for k in kinds if k not in CLAIMABLE]
+        if unknown:
+            raise StoreError(
+                f"claim_next(kinds=...) got {', '.join(map(repr, unknown))}; the kinds are "
+                f"{', '.join(map(repr, CLAIMABLE))}."
+            )
+        if not kinds:
+            return None
+        where = " OR ".join(CLAIMABLE[k].format(free=_FREE) for k in dict.fromkeys(kinds))
+        me = Driver.current()
+        token = uuid.uuid4().hex
+        now = time.time()
+        with self._db.transaction("claim the next run") as conn:
+            row = conn.execute(
+                f"SELECT run_id FROM runs WHERE {where} ORDER BY updated_at, entry "
+                "LIMIT 1 FOR UPDATE SKIP LOCKED".encode(),
+                {"now": now},
+            ).fetchone()
+            if row is None:
+                return None
+            conn.execute(_TAKE, (me.host, me.pid, me.started, token, now + self.lease, row[0]))
+        self._hold(row[0], token)
+        return str(row[0])
+
+    def _hold(self, run_id: str, token: str) -> None:
+        with self._lock:
+            self._held[run_id] = token
+            if self._renewer is None:
+                self._renewer = threading.Thread(
+                    target=_renew_leases,
+                    args=(weakref.ref(self), self._closing, self.lease / 3),
+                    name=f"lease renewer of {self._db.url}",
+                    daemon=True,
+                )
+                self._renewer.start()
+
+    def release(self, run_id: str) -> None:
+        """See `PostgresEventStore.release`."""
+        with self._lock:
+            token = self._held.pop(run_id, None)
+        if token is not None:
+            self._db.execute(
+                f"release run {run_id!r}",
+                b"UPDATE runs SET driver_host = NULL, driver_pid = NULL, driver_started = NULL, "
+                b"driver_token = NULL, lease_until = NULL WHERE run_id = %s AND driver_token = %s",
+                (run_id, token),
+            )
+
+    def renew(self) -> None:
+        """Extend the leases of the runs this store drives."""
+        with self._lock:
+            held = list(self._held.items())
+        for run_id, token in held:
+            try:
+                self._db.execute(
+                    f"renew the lease of run {run_id!r}",
+                    b"UPDATE runs SET lease_until = %s WHERE run_id = %s AND driver_token = %s",
+                    (time.time() + self.lease, run_id, token),
+                )
+            except StoreError:
+                pass  # tried again at the next round; a lost lease shows at the next append
+
+    def close(self) -> None:
+        """Stop renewing (the leases run out unless released)."""
+        self._closing.set()
+        if self._renewer is not None and self._renewer is not threading.current_thread():
+            self._renewer.join()
+
+
+def _renew_leases(ref: weakref.ref[Leases], closing: threading.Event, period: float) -> None:
+    """The renewer thread: renews the leases every `period` seconds until the store is closed
+    or gone (it holds them weakly, so as not to keep them alive)."""
+    while not closing.wait(period):
+        leases = ref()
+        if leases is None:
+            return
+        leases.renew()
+        del leases

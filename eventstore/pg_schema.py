@@ -1,0 +1,164 @@
+"""The PostgreSQL schema of the event log: ordered migrations, applied under an advisory lock.
+
+Every table lives in the store's own schema (`PostgresEventStore(schema=...)`), and
+`eventstore_migrations` records which migrations ran. `migrate` takes a transaction-scoped
+advisory lock on the schema's name first and reads the version inside that same transaction, so
+any number of workers may open a new database at once: one creates the schema, the others wait
+for it and find it done. To evolve the schema, append `(next version, name, statements)` to
+`MIGRATIONS`; statements run in the caller's transaction and must not commit.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from .errors import NotAnEventLog, SchemaVersionError
+
+__all__ = ["CHANNEL", "LATEST", "MIGRATIONS", "migrate", "schema_version"]
+
+CHANNEL = "agentsm_events"
+"""The channel an insert into `events` NOTIFYs, with the run id as payload."""
+
+_INITIAL = [
+    """CREATE TABLE runs (
+        run_id text PRIMARY KEY,
+        task text NOT NULL,
+        status text NOT NULL,
+        parent_id text,
+        branch_seq integer,
+        created_at double precision NOT NULL,
+        updated_at double precision NOT NULL,
+        last_seq integer NOT NULL DEFAULT 0,
+        info text NOT NULL DEFAULT '{}',
+        driver_host text,
+        driver_pid integer,
+        driver_started text,
+        driver_token text,
+        lease_until double precision,
+        steps integer,
+        input_tokens bigint NOT NULL DEFAULT 0,
+        output_tokens bigint NOT NULL DEFAULT 0,
+        cost double precision,
+        model text,
+        answer text,
+        error text,
+        entry bigint GENERATED ALWAYS AS IDENTITY
+    )""",
+    """CREATE TABLE events (
+        run_id text NOT NULL REFERENCES runs (run_id),
+        seq integer NOT NULL,
+        kind text NOT NULL,
+        payload text NOT NULL,
+        meta text NOT NULL,
+        recorded_at double precision NOT NULL,
+        version integer NOT NULL,
+        hash text NOT NULL,
+        PRIMARY KEY (run_id, seq)
+    )""",
+    'CREATE INDEX runs_id_prefix ON runs ((run_id COLLATE "C"))',
+    "CREATE INDEX runs_parent ON runs (parent_id)",
+    "CREATE INDEX runs_status ON runs (status, updated_at)",
+    "CREATE INDEX runs_created ON runs (created_at, entry)",
+    "CREATE INDEX runs_updated ON runs (updated_at)",
+    "CREATE INDEX runs_model ON runs (model)",
+    # runs with facts but no summary yet (steps is NULL): logged before summaries were kept
+    "CREATE INDEX runs_unsummarized ON runs (created_at, entry) WHERE steps IS NULL",
+    # full-text search over the facts' payloads (`PostgresEventStore.search`)
+    "CREATE INDEX events_search ON events USING gin (to_tsvector('simple', payload))",
+    # Append-only, enforced by the database: no UPDATE, DELETE or TRUNCATE of facts; a fact goes
+    # right after its run's last one (no gap, no second fact at one seq) into a run of the
+    # catalog (the foreign key), and a run with facts keeps its place in the catalog.
+    """CREATE FUNCTION events_refuse_change() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        RAISE EXCEPTION 'events are append-only: % is refused', TG_OP
+            USING ERRCODE = 'restrict_violation';
+    END $$""",
+    """CREATE TRIGGER events_refuse_update BEFORE UPDATE OR DELETE ON events
+        FOR EACH ROW EXECUTE FUNCTION events_refuse_change()""",
+    """CREATE TRIGGER events_refuse_truncate BEFORE TRUNCATE ON events
+        FOR EACH STATEMENT EXECUTE FUNCTION events_refuse_change()""",
+    """CREATE FUNCTION events_insert_at_end() RETURNS trigger LANGUAGE plpgsql
+    SET search_path FROM CURRENT AS $$
+    BEGIN
+        IF NEW.seq IS DISTINCT FROM
+                (SELECT COALESCE(MAX(seq), 0) + 1 FROM events WHERE run_id = NEW.run_id) THEN
+            RAISE EXCEPTION 'events are append-only: seq % of run % does not follow its last fact',
+                NEW.seq, NEW.run_id USING ERRCODE = 'restrict_violation';
+        END IF;
+        RETURN NEW;
+    END $$""",
+    """CREATE TRIGGER events_insert_at_end BEFORE INSERT ON events
+        FOR EACH ROW EXECUTE FUNCTION events_insert_at_end()""",
+    f"""CREATE FUNCTION events_notify() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        PERFORM pg_notify('{CHANNEL}', run_id) FROM (SELECT DISTINCT run_id FROM inserted) AS r;
+        RETURN NULL;
+    END $$""",
+    """CREATE TRIGGER events_notify AFTER INSERT ON events
+        REFERENCING NEW TABLE AS inserted
+        FOR EACH STATEMENT EXECUTE FUNCTION events_notify()""",
+]
+
+MIGRATIONS: list[tuple[int, str, list[str]]] = [
+    (1, "initial", _INITIAL),
+]
+LATEST = MIGRATIONS[-1][0]
+
+
+def schema_version(conn: psycopg.Connection[tuple[Any, ...]], schema: str) -> int | None:
+    """The schema's version: None when the schema holds no tables at all (a new log), 0 when it
+    holds tables but no event log. Raises when the version is newer than this code knows."""
+    tables = {
+        row[0]
+        for row in conn.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = %s", (schema,)
+        )
+    }
+    if not tables:
+        return None
+    if "eventstore_migrations" not in tables:
+        return 0
+    query = sql.SQL("SELECT COALESCE(MAX(version), 0) FROM {}.eventstore_migrations")
+    row = conn.execute(query.format(sql.Identifier(schema))).fetchone()
+    version = int(row[0]) if row else 0
+    if version > LATEST:
+        raise SchemaVersionError(
+            f"Schema {schema!r} has event-log schema version {version}, newer than the "
+            f"{LATEST} this version understands. Upgrade agentsm to read it."
+        )
+    return version
+
+
+def migrate(conn: psycopg.Connection[tuple[Any, ...]], schema: str, where: str) -> None:
+    """Create or bring the schema up to date inside the caller's open transaction, under an
+    advisory lock so that concurrent openers apply each migration once. `where` names the
+    database in messages (its URL without the password)."""
+    conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (f"agentsm:{schema}",))
+    version = schema_version(conn, schema)
+    if version == 0:
+        raise NotAnEventLog(
+            f"Schema {schema!r} of {where} holds tables but no agentsm event log; it was left "
+            "untouched. Use another schema (?schema=name in the URL) for the log."
+        )
+    ident = sql.Identifier(schema)
+    conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(ident))
+    conn.execute(sql.SQL("SET LOCAL search_path TO {}").format(ident))
+    if version is None:
+        conn.execute(
+            "CREATE TABLE eventstore_migrations (version integer PRIMARY KEY, "
+            "name text NOT NULL, applied_at double precision NOT NULL)"
+        )
+        version = 0
+    for number, name, statements in MIGRATIONS:
+        if number <= version:
+            continue
+        for statement in statements:
+            conn.execute(statement.encode())
+        conn.execute(
+            "INSERT INTO eventstore_migrations (version, name, applied_at) VALUES (%s, %s, %s)",
+            (number, name, time.time()),
+        )
