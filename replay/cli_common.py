@@ -54,12 +54,12 @@ DEFAULT_DB = "agentsm.db"
 DB_HELP = f"the agentsm log (default: $AGENTSM_DB, else ./{DEFAULT_DB})"
 out = Style(sys.stdout)
 F = TypeVar("F", bound=Callable[..., Any])
-_SETTINGS: dict[str, Any] = {"db": None, "debug": False}
+_SETTINGS: dict[str, Any] = {"debug": False}
 
 
 def _keep_db(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
-    if value is not None:
-        _SETTINGS["db"] = value
+    if value is not None:  # kept on this command line's contexts (`meta` is shared by them)
+        ctx.meta["agentsm.db"] = value
 
 
 def _keep_debug(ctx: click.Context, param: click.Parameter, value: bool) -> None:
@@ -83,7 +83,7 @@ def common(func: F) -> F:
 
 def reset() -> None:
     """Forget the options of an earlier command line (`main` runs several in one process)."""
-    _SETTINGS.update(db=None, debug=False)
+    _SETTINGS.update(debug=False)
 
 
 def debugging() -> bool:
@@ -93,7 +93,9 @@ def debugging() -> bool:
 
 def db_path() -> str:
     """`--db` (anywhere on the line), else `$AGENTSM_DB`, else ./agentsm.db."""
-    return str(_SETTINGS["db"] or os.environ.get("AGENTSM_DB") or DEFAULT_DB)
+    ctx = click.get_current_context(silent=True)
+    given = ctx.meta.get("agentsm.db") if ctx is not None else None
+    return str(given or os.environ.get("AGENTSM_DB") or DEFAULT_DB)
 
 
 def open_log(*, write: bool = False) -> EventStore:
