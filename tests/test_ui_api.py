@@ -16,7 +16,6 @@ from agentsm import HumanInputRequired  # noqa: E402
 from eventstore import SQLiteEventStore  # noqa: E402
 from replay import decide, memory_at  # noqa: E402
 from replay.cli import main  # noqa: E402
-from replay.demo import demo_agent  # noqa: E402
 from replay.ui import Viewer, create_app  # noqa: E402
 
 from .ui_agent import ANSWER, make_agent  # noqa: E402
@@ -107,7 +106,8 @@ def test_memory_and_conversation_at_a_seq_match_the_cli(
     assert memory["state"] == state and memory["memory"] == expected.model_dump(mode="json")
     talk = api.get(f"/api/runs/{run_id}/conversation", params={"seq": asked}).json()
     assert talk["request_seq"] == asked and "as sent by the LLM request" in talk["note"]
-    assert main(["memory", run_id, "--at", str(asked), "--messages", "--json", "--db", demo_log]) == 0
+    cli = ["memory", run_id, "--at", str(asked), "--messages", "--json", "--db", demo_log]
+    assert main(cli) == 0
     assert talk["messages"] == json.loads(capsys.readouterr().out)
     out = api.get(f"/api/runs/{run_id}/memory", params={"seq": 999})
     assert out.status_code == 400 and "give a seq from 1 to" in out.json()["detail"]
@@ -240,9 +240,8 @@ def test_a_branch_from_the_page_is_the_cli_branch(demo_log: str) -> None:
         parent, _ = parent_and_branch(api)
         facts = api.get(f"/api/runs/{parent['run_id']}").json()["facts"]
         at = next(f["seq"] for f in facts if f["kind"] == "LlmRequested")
-        made = api.post(
-            f"/api/runs/{parent['run_id']}/branch", json={"at": at, "answer": "Paris, <i>surely</i>."}
-        ).json()
+        change = {"at": at, "answer": "Paris, <i>surely</i>."}
+        made = api.post(f"/api/runs/{parent['run_id']}/branch", json=change).json()
         assert made["status"] == "done" and made["answer"] == "Paris, <i>surely</i>."
         new = api.get(f"/api/runs/{made['run_id']}").json()["run"]
         assert new["parent_id"] == parent["run_id"]
@@ -261,6 +260,6 @@ def test_live_facts_stream_until_the_run_ends(tmp_path: Path) -> None:
     with client(db) as api, api.stream("GET", f"/api/runs/{run_id}/live?after={waited}") as s:
         assert s.headers["content-type"].startswith("text/event-stream")
         events = [line for line in s.iter_lines() if line.startswith(("event:", "data:"))]
-    seqs = [json.loads(line[5:])["seq"] for line in events if line.startswith("data: {\"")]
+    seqs = [json.loads(line[5:])["seq"] for line in events if line.startswith('data: {"')]
     assert seqs == list(range(waited + 1, last + 1))
     assert events[-2:] == ["event: end", "data: {}"]
