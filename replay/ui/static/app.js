@@ -175,7 +175,7 @@ function pathText(path) {
 
 function renderHead(view, detail) {
   const r = detail.run;
-  clear(view.head).append(
+  append(clear(view.head), [
     el("a", { href: "#/", text: "← all runs" }),
     el("h1", {}, "Run ", el("span", { class: "mono", "data-testid": "run-id", text: r.run_id }), " ", statusBadge(r.status)),
     el("p", { class: "task", "data-testid": "task", text: r.task }),
@@ -186,7 +186,7 @@ function renderHead(view, detail) {
       el("a", { href: `#/diff/${encodeURIComponent(r.parent_id)}/${encodeURIComponent(r.run_id)}`, text: "compare with its parent" })) : null,
     r.answer ? el("div", { class: "answer", "data-testid": "answer" }, el("strong", { text: "Answer: " }), el("span", { text: r.answer })) : null,
     r.error ? el("div", { class: "answer error" }, el("strong", { text: "Error: " }), el("span", { text: r.error })) : null,
-  );
+  ]);
 }
 
 function renderActions(view, detail) {
@@ -334,11 +334,14 @@ function renderLineage(view, lineage) {
   view.lineage.append(list);
 }
 
+const ENDED = ["done", "failed", "aborted"];
+
 function startLive(view) {
-  if (!window.EventSource) return;
+  if (!window.EventSource || ENDED.includes(view.detail.run.status)) return;
   const source = new EventSource(`/api/runs/${encodeURIComponent(view.runId)}/live?after=${view.detail.last_seq}`);
   state.live = source;
   let timer = null;
+  let fresh = false;
   const refresh = () => {
     clearTimeout(timer);
     timer = setTimeout(() => loadRun(view).catch((e) => toast(e.message, true)), 150);
@@ -348,11 +351,12 @@ function startLive(view) {
     if (view.detail.facts.some((f) => f.seq === fact.seq)) return;
     view.detail.facts.push(fact);
     view.factsBody.append(factRow(view, fact));
+    fresh = true;
     refresh();
   });
   source.addEventListener("end", () => {
     source.close();
-    refresh();
+    if (fresh) refresh();
   });
 }
 
