@@ -20,6 +20,7 @@ pytest.importorskip("fastapi", reason="the web viewer needs the ui extra")
 pytest.importorskip("selenium", reason="the browser tests need selenium (the test extra)")
 
 from selenium import webdriver  # noqa: E402
+from selenium.common.exceptions import StaleElementReferenceException  # noqa: E402
 from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.remote.webelement import WebElement  # noqa: E402
@@ -84,9 +85,13 @@ def serve() -> Iterator[Callable[..., Server]]:
 
 
 def wait(driver: webdriver.Chrome, what: str, test: Callable[[Any], Any]) -> Any:
-    """Wait (up to 30 s, checking the page every 50 ms) until `test(driver)` is truthy."""
+    """Wait (up to 30 s, checking the page every 50 ms) until `test(driver)` is truthy; an
+    element the page replaced while it was read is read again."""
+    waiting = WebDriverWait(
+        driver, 30, poll_frequency=0.05, ignored_exceptions=(StaleElementReferenceException,)
+    )
     try:
-        return WebDriverWait(driver, 30, poll_frequency=0.05).until(test)
+        return waiting.until(test)
     except Exception as e:
         raise AssertionError(f"the page never showed {what}") from e
 
@@ -95,8 +100,17 @@ def find(driver: webdriver.Chrome, selector: str) -> list[WebElement]:
     return driver.find_elements(By.CSS_SELECTOR, selector)
 
 
+def texts(driver: webdriver.Chrome, selector: str) -> list[str]:
+    """The text of every element `selector` finds, read at once (the page re-renders as
+    facts arrive, so elements found one call earlier may be gone)."""
+    found = driver.execute_script(
+        "return [...document.querySelectorAll(arguments[0])].map((e) => e.textContent)", selector
+    )
+    return [str(t) for t in found]
+
+
 def status_is(status: str) -> Callable[[Any], bool]:
-    return lambda d: any(e.text == status for e in find(d, ".head [data-testid=status]"))
+    return lambda d: status in texts(d, ".head [data-testid=status]")
 
 
 def screenshot(driver: webdriver.Chrome, name: str, tmp_path: Path) -> None:
@@ -146,6 +160,8 @@ def test_open_a_run_pick_a_fact_and_see_its_memory(
     assert browser.find_element(By.CSS_SELECTOR, "g.state.here").get_attribute("data-state") == (
         "Planning"
     )
+    browser.execute_script("document.querySelector('.split').scrollIntoView()")
+    screenshot(browser, "ui-memory.png", tmp_path)
     lineage = browser.find_element(By.CSS_SELECTOR, "[data-testid=lineage]")
     assert "parted at seq" in lineage.text
     browser.execute_script("window.scrollTo(0, 0)")
@@ -171,12 +187,12 @@ def test_approve_a_waiting_call_and_see_the_run_go_on(
     screenshot(browser, "ui-waiting.png", tmp_path)
     approve.click()
     wait(browser, "the run done", status_is("done"))
-    answer = wait(browser, "the answer", lambda d: find(d, "[data-testid=answer]"))[0]
-    assert ANSWER in answer.text  # the markup is shown as text, and it did not run
+    shown = wait(browser, "the answer", lambda d: texts(d, "[data-testid=answer]"))
+    assert ANSWER in shown[0]  # the markup is shown as text, and it did not run
     assert browser.execute_script("return window.pwned === undefined")
     assert not find(browser, "[data-testid=answer] script, [data-testid=answer] b")
     assert not find(browser, "[data-testid=approve]")
-    kinds = [row.text for row in find(browser, "[data-testid=fact]")]
+    kinds = texts(browser, "[data-testid=fact]")
     assert any("HumanDecided" in k for k in kinds) and "RunFinished" in kinds[-1]
 
 
@@ -196,6 +212,6 @@ def test_follow_a_run_another_process_records(
     wait(browser, "every new fact", lambda d: len(find(d, "[data-testid=fact]")) == last)
     assert last > shown
     wait(browser, "the run done", status_is("done"))
-    assert "Done" in browser.find_element(By.CSS_SELECTOR, ".pictures p").text
+    assert "→ Done" in texts(browser, ".pictures p")[0]
     browser.execute_script("window.scrollTo(0, document.body.scrollHeight / 3)")
     screenshot(browser, "ui-live.png", tmp_path)
