@@ -263,3 +263,17 @@ def test_live_facts_stream_until_the_run_ends(tmp_path: Path) -> None:
     seqs = [json.loads(line[5:])["seq"] for line in events if line.startswith('data: {"')]
     assert seqs == list(range(waited + 1, last + 1))
     assert events[-2:] == ["event: end", "data: {}"]
+
+
+def test_ui_on_a_missing_log_is_one_line_before_serving(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["ui", "--db", str(tmp_path / "none.db"), "--no-open", "--port", "0"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("agentsm: No database at") and "\n" not in err
+    assert not (tmp_path / "none.db").exists()
+
+
+def test_ui_listens_on_loopback_unless_told(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["ui", "--help"]) == 0
+    assert "[default: 127.0.0.1]" in capsys.readouterr().out
