@@ -27,6 +27,7 @@ from .errors import (
 )
 from .events import Event
 from .frozen import FrozenDict, FrozenList, thaw
+from .history import History
 from .llm import LlmCaller, MockLlmCaller
 from .memory import AgentMemory, apply, fold
 from .outputs import (
@@ -80,6 +81,7 @@ __all__ = [
     "FrozenDict",
     "FrozenList",
     "HandlerCrashed",
+    "History",
     "HistoryEntry",
     "HumanInputRequired",
     "InvalidTransition",

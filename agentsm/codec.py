@@ -133,6 +133,8 @@ class FactCodec:
         }
         union: Any = Union[models]  # noqa: UP007 - a union built from a runtime tuple
         self.adapter: TypeAdapter[Any] = TypeAdapter(Annotated[union, Field(discriminator="kind")])
+        self._validate_json = self.adapter.validator.validate_json  # without the adapter's
+        # own wrapper, which costs about a fifth of decoding a small fact
         self.upcasters: dict[tuple[str, int], Upcaster] = {}
 
     def register(self, kind: str, version: int) -> Callable[[Upcaster], Upcaster]:
@@ -157,7 +159,7 @@ class FactCodec:
             found = value_problem(fact, kind) or f"{kind} cannot be written as JSON"
             raise UnrecordableFact(kind, found) from None
         try:
-            back = self.adapter.validate_json(text)
+            back = self._validate_json(text)
         except ValidationError:
             back = None
         if back != fact:
@@ -181,7 +183,7 @@ class FactCodec:
             raise FactVersionTooNew(run_id, seq, kind, version, current)
         try:
             if version == current:
-                return self.adapter.validate_json(payload)
+                return self._validate_json(payload)
             data = json.loads(payload)
             for step in range(version, current):
                 upcast = self.upcasters.get((kind, step))

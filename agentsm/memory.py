@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from functools import singledispatch
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, field_serializer
 
 from . import facts as f
 from .frozen import thaw
+from .history import History
 from .types import (
     AgentConfig,
     HistoryEntry,
@@ -30,7 +31,7 @@ from .types import (
 if TYPE_CHECKING:
     from eventstore import EventStore
 
-__all__ = ["AgentMemory", "apply", "fold"]
+__all__ = ["AgentMemory", "apply", "fold", "fold_with_state", "initial_memory", "scan"]
 
 
 class AgentMemory(BaseModel):
@@ -65,7 +66,7 @@ class AgentMemory(BaseModel):
     started: tuple[int, ...] = ()
     rejected: tuple[HistoryEntry, ...] = ()
     refused_answers: tuple[tuple[str, str], ...] = ()
-    history: tuple[HistoryEntry, ...] = ()
+    history: History = History()
     history_digest: str = ""
     final_answer: str | None = None
     error: str | None = None
@@ -185,9 +186,9 @@ class AgentMemory(BaseModel):
     @classmethod
     def rebuild(cls, store: EventStore, run_id: str) -> tuple[AgentMemory, str]:
         """Memory and state of a run, rebuilt from its log alone."""
-        from .trace import decode
+        from .trace import decoded, read_events
 
-        return fold_with_state(decode(e) for e in store.read(run_id))
+        return fold_with_state(fact for _, fact in decoded(read_events(store, run_id)))
 
     def __repr__(self) -> str:
         return (
@@ -231,43 +232,17 @@ def _chain(previous: str, entries: Iterable[HistoryEntry]) -> str:
     return _digest([previous, [e.model_dump(mode="json") for e in entries]])
 
 
-# -- the reducer ------------------------------------------------------------------------------
+# -- the reducer: apply() dispatches to one small function per kind (in `reducers`) ----------
 
 
 def apply(memory: AgentMemory, fact: Any) -> AgentMemory:
     """Memory after one more fact. Facts that change nothing return memory as it is."""
-    return _reduce(fact, memory)
+    return _reduce.dispatch(type(fact))(fact, memory)
 
 
 @singledispatch
 def _reduce(fact: Any, memory: AgentMemory) -> AgentMemory:
     raise TypeError(f"apply() does not know the fact {fact!r}; add a reducer for its type.")
-
-
-def _unchanged(fact: Any, memory: AgentMemory) -> AgentMemory:
-    return memory
-
-
-for _kind in (
-    f.LlmRequested,
-    f.LlmFailed,
-    f.ReflectionSkipped,
-    f.Transitioned,
-    f.RunFinished,
-    f.RunAborted,
-    f.ValueDrawn,
-):
-    _reduce.register(_kind)(_unchanged)
-
-
-@_reduce.register
-def _(fact: f.PatchMarked, memory: AgentMemory) -> AgentMemory:
-    return memory.model_copy(update={"patches": memory.patches | {fact.change_id}})
-
-
-@_reduce.register
-def _(fact: f.RunStarted, memory: AgentMemory) -> AgentMemory:
-    return initial_memory(fact)
 
 
 def initial_memory(fact: f.RunStarted) -> AgentMemory:
@@ -283,170 +258,31 @@ def initial_memory(fact: f.RunStarted) -> AgentMemory:
     )
 
 
-@_reduce.register
-def _(fact: f.StepStarted, memory: AgentMemory) -> AgentMemory:
-    return memory.model_copy(update={"step": fact.step})
+def _begin(facts: Iterator[Any]) -> tuple[f.RunStarted, AgentMemory]:
+    """The run's first fact, which must be RunStarted, and the memory it starts."""
+    first = next(facts, None)
+    if not isinstance(first, f.RunStarted):
+        raise ValueError(
+            f"A run's log must begin with RunStarted, not {first!r}; this is not a complete run."
+        )
+    return first, initial_memory(first)
 
 
-@_reduce.register
-def _(fact: f.LlmResponded, memory: AgentMemory) -> AgentMemory:
-    update: dict[str, Any] = {}
-    if fact.response.usage is not None:
-        update["total_usage"] = memory.total_usage + fact.response.usage
-    if fact.purpose == "plan":
-        update["confidence_score"] = fact.response.confidence
-    return memory.model_copy(update=update) if update else memory
-
-
-@_reduce.register
-def _(fact: f.ConfidenceLow, memory: AgentMemory) -> AgentMemory:
-    return memory.model_copy(update={"retry_count": memory.retry_count + 1})
-
-
-@_reduce.register
-def _(fact: f.ToolsRejected, memory: AgentMemory) -> AgentMemory:
-    return memory.model_copy(update={"rejected": memory.rejected + fact.entries})
-
-
-@_reduce.register
-def _(fact: f.ToolCallsPlanned, memory: AgentMemory) -> AgentMemory:
-    return memory.model_copy(
-        update={
-            "planned_calls": fact.calls,
-            "parallel": fact.parallel,
-            "planned_text": fact.text,
-            "results": (),
-            "decisions": (),
-            "awaiting": (),
-            "started": (),
-        }
-    )
-
-
-@_reduce.register
-def _(fact: f.ApprovalRequested, memory: AgentMemory) -> AgentMemory:
-    candidates = list(memory.unfinished())
-    if fact.reason == "outcome_unknown":
-        candidates = [i for i in candidates if i in memory.started]
-    awaiting: list[int] = []
-    if fact.indices is not None:
-        awaiting = [i for i in fact.indices if i in candidates]
-    else:
-        for call_id in fact.call_ids:  # in the LLM's order: the n-th of an id is the n-th
-            found = next((i for i in candidates if memory.planned_calls[i].id == call_id), None)
-            if found is not None:
-                candidates.remove(found)
-                awaiting.append(found)
-    return memory.model_copy(update={"awaiting": tuple(awaiting), "approval_reason": fact.reason})
-
-
-@_reduce.register
-def _(fact: f.ToolCallStarted, memory: AgentMemory) -> AgentMemory:
-    same = [i for i in memory.unfinished() if memory.planned_calls[i] == fact.call]
-    fresh = [i for i in same if i not in memory.started]
-    again = [i for i in memory.started if i in same]  # run again after a stop, oldest first
-    position = fresh[0] if fresh else again[0] if again else None
-    if position is None:
-        return memory  # not one of the planned calls (a custom handler's own)
-    started = (*(i for i in memory.started if i != position), position)
-    return memory.model_copy(update={"started": started})
-
-
-@_reduce.register
-def _(fact: f.RunBranched, memory: AgentMemory) -> AgentMemory:
-    return memory.model_copy(update={"config": fact.config}) if fact.config else memory
-
-
-@_reduce.register
-def _(fact: f.HumanDecided, memory: AgentMemory) -> AgentMemory:
-    calls = list(memory.planned_calls)
-    results = list(memory.results)
-    decided: set[int] = set()
-    for d, target in zip(fact.decisions, memory.decision_targets(fact.decisions), strict=True):
-        if target is None:
-            continue
-        decided.add(target)
-        call = calls[target]
-        if d.verdict == "modified" and d.args is not None:
-            calls[target] = call.model_copy(update={"args": d.args})
-        elif d.verdict == "rejected":
-            why = f" ({d.note})" if d.note else ""
-            if memory.approval_reason == "outcome_unknown":
-                text = (
-                    f"ERROR: OutcomeUnknown: the process stopped while '{call.name}' ran and a "
-                    f"human chose not to run it again; it may have taken effect{why}."
-                )
-            else:
-                text = f"ERROR: HumanRejected: a human rejected the call to '{call.name}'{why}."
-            results.append(ToolResult(call=call, observation=text, success=False, index=target))
-    awaiting = tuple(i for i in memory.awaiting if i not in decided)
-    return memory.model_copy(
-        update={
-            "planned_calls": tuple(calls),
-            "results": tuple(results),
-            "awaiting": awaiting,
-            "decisions": memory.decisions + fact.decisions,
-            "approval_reason": memory.approval_reason if awaiting else "approval",
-            "started": tuple(i for i in memory.started if i not in decided),
-        }
-    )
-
-
-@_reduce.register
-def _(fact: f.ToolExecuted, memory: AgentMemory) -> AgentMemory:
-    same = [i for i in memory.unfinished() if memory.planned_calls[i] == fact.call]
-    position = next((i for i in memory.started if i in same), same[0] if same else None)
-    result = ToolResult(
-        call=fact.call, observation=fact.observation, success=fact.success, index=position
-    )
-    started = tuple(i for i in memory.started if i != position)
-    return memory.model_copy(update={"results": (*memory.results, result), "started": started})
-
-
-@_reduce.register
-def _(fact: f.ObservationCommitted, memory: AgentMemory) -> AgentMemory:
-    return memory.model_copy(
-        update={
-            "history": memory.history + fact.entries,
-            "history_digest": _chain(memory.history_digest, fact.entries),
-            "planned_calls": (),
-            "parallel": False,
-            "planned_text": None,
-            "results": (),
-            "rejected": (),
-            "refused_answers": (),
-            "awaiting": (),
-            "decisions": (),
-            "started": (),
-        }
-    )
-
-
-@_reduce.register
-def _(fact: f.HistoryCompressed, memory: AgentMemory) -> AgentMemory:
-    return memory.model_copy(
-        update={
-            "history": (fact.summary,),
-            "history_digest": _chain("", (fact.summary,)),
-            "retry_count": 0,
-        }
-    )
-
-
-@_reduce.register
-def _(fact: f.AnswerRejected, memory: AgentMemory) -> AgentMemory:
-    refused = (*memory.refused_answers, (fact.content, fact.reason))
-    return memory.model_copy(update={"refused_answers": refused})
-
-
-@_reduce.register
-def _(fact: f.FinalAnswerProduced, memory: AgentMemory) -> AgentMemory:
-    return memory.model_copy(update={"final_answer": fact.content})
-
-
-@_reduce.register
-def _(fact: f.RunFailed, memory: AgentMemory) -> AgentMemory:
-    return memory.model_copy(update={"error": fact.message})
+def scan(
+    facts: Iterable[Any], memory: AgentMemory | None = None, state: str = State.Idle
+) -> Iterator[tuple[Any, AgentMemory, str]]:
+    """Each fact with the memory and state right after it, in one pass (`fold` keeps only the
+    last). Without `memory` the first fact must be RunStarted; with it, the facts continue
+    from that memory and state."""
+    iterator = iter(facts)
+    if memory is None:
+        first, memory = _begin(iterator)
+        yield first, memory, state
+    for fact in iterator:
+        memory = apply(memory, fact)
+        if isinstance(fact, f.Transitioned):
+            state = as_state(fact.to_state)
+        yield fact, memory, state
 
 
 def fold(facts: Iterable[Any]) -> AgentMemory:
@@ -457,15 +293,13 @@ def fold(facts: Iterable[Any]) -> AgentMemory:
 def fold_with_state(facts: Iterable[Any]) -> tuple[AgentMemory, str]:
     """Memory and current state after every fact of a run."""
     iterator = iter(facts)
-    first = next(iterator, None)
-    if not isinstance(first, f.RunStarted):
-        raise ValueError(
-            f"A run's log must begin with RunStarted, not {first!r}; this is not a complete run."
-        )
-    memory = initial_memory(first)
+    _, memory = _begin(iterator)
     state: str = State.Idle
     for fact in iterator:
         memory = apply(memory, fact)
         if isinstance(fact, f.Transitioned):
             state = as_state(fact.to_state)
     return memory, state
+
+
+from . import reducers  # noqa: E402, F401 - registers the reducer of each kind of fact

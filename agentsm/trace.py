@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from sys import intern
 from typing import IO, Any
 
 from eventstore import EventStore, StoredEvent
@@ -14,7 +15,7 @@ from . import facts as f
 from .facts import FACTS, Fact
 from .tables import Column, render_table, styles_wanted, terminal_width
 
-__all__ = ["TRACE_COLUMNS", "Trace", "TraceEntry", "decode", "summarize"]
+__all__ = ["TRACE_COLUMNS", "Trace", "TraceEntry", "decode", "decoded", "read_events", "summarize"]
 
 TRACE_COLUMNS = (
     Column("seq", "right"),
@@ -26,6 +27,24 @@ TRACE_COLUMNS = (
 """The columns of a trace table, for `Trace.format` and `agentsm show`."""
 
 
+_CHUNK = 4096
+
+
+def read_events(
+    store: EventStore, run_id: str, *, after: int = 0, upto: int | None = None
+) -> Iterator[StoredEvent]:
+    """The run's stored events with `after < seq <= upto`, in order, read a few thousand at a
+    time: a long run is never held twice (as rows and as facts) at once."""
+    last = store.run(run_id).last_seq
+    end = last if upto is None else min(upto, last)
+    while after < end:
+        chunk = store.read(run_id, after=after, upto=min(end, after + _CHUNK))
+        if not chunk:
+            return
+        yield from chunk
+        after = chunk[-1].seq
+
+
 def decode(event: StoredEvent) -> Fact:
     """The fact stored in one event of the log, at the current version of its kind;
     `UnreadableFact` (or `FactVersionTooNew`) names the run, seq and kind it cannot decode."""
@@ -35,32 +54,69 @@ def decode(event: StoredEvent) -> Fact:
     return fact
 
 
-@dataclass(frozen=True)
+_SHARED = 160
+"""Payloads up to this length are decoded once per read: facts are frozen, so equal texts can
+share one fact (a run records the same few transitions thousands of times)."""
+
+
+def decoded(events: Iterable[StoredEvent]) -> Iterator[tuple[StoredEvent, Fact]]:
+    """Each event with its fact (see `decode`), a short payload met before decoded once."""
+    memo: dict[tuple[str, int, str], Fact] = {}
+    for event in events:
+        if len(event.payload) > _SHARED:
+            yield event, decode(event)
+            continue
+        key = (event.kind, event.version, event.payload)
+        fact = memo.get(key)
+        if fact is None:
+            if len(memo) >= _CHUNK:
+                memo.clear()
+            fact = memo[key] = decode(event)
+        yield event, fact
+
+
+@dataclass(frozen=True, slots=True)
 class TraceEntry:
-    """One recorded fact with its envelope: where it happened, when, and a one-line summary."""
+    """One recorded fact with its envelope: where it happened, when, and a one-line summary
+    (`data`, made when it is read)."""
 
     seq: int
     step: int
     state: str
     event: str
-    data: str
     timestamp: float
     fact: Fact = field(repr=False)
     metrics: dict[str, Any] = field(default_factory=dict, repr=False)
 
+    @property
+    def data(self) -> str:
+        """One line saying what the fact records (see `summarize`)."""
+        return summarize(self.fact)
+
     @classmethod
     def from_stored(cls, stored: StoredEvent) -> TraceEntry:
         """Decode a stored event into a trace entry."""
-        fact = decode(stored)
+        return cls.of(stored, decode(stored))
+
+    @classmethod
+    def of(cls, stored: StoredEvent, fact: Fact) -> TraceEntry:
+        """The entry of a stored event whose fact is already known (decoded before)."""
+        meta = stored.meta
+        metrics = meta.get("metrics")
         return cls(
-            seq=stored.seq,
-            step=int(stored.meta.get("step", 0)),
-            state=str(stored.meta.get("state", "")),
-            event=stored.kind,
-            data=summarize(fact),
-            timestamp=stored.recorded_at,
-            fact=fact,
-            metrics=dict(stored.meta.get("metrics", {})),
+            stored.seq,
+            int(meta.get("step", 0)),
+            intern(str(meta.get("state", ""))),  # a few names, repeated on every entry
+            intern(stored.kind),
+            stored.recorded_at,
+            fact,
+            dict(metrics) if metrics else {},
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"TraceEntry(seq={self.seq}, step={self.step}, state={self.state!r}, "
+            f"event={self.event!r}, data={self.data!r}, timestamp={self.timestamp})"
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -87,7 +143,8 @@ class Trace:
     @classmethod
     def load(cls, store: EventStore, run_id: str, *, upto: int | None = None) -> Trace:
         """The trace of `run_id` as the store holds it (up to seq `upto`)."""
-        return cls(run_id, [TraceEntry.from_stored(e) for e in store.read(run_id, upto=upto)])
+        events = read_events(store, run_id, upto=upto)
+        return cls(run_id, [TraceEntry.of(e, fact) for e, fact in decoded(events)])
 
     def entries(self) -> list[TraceEntry]:
         """All entries, in sequence order."""

@@ -19,7 +19,7 @@ from .replaying import assert_replays, replay_run
 from .report import Divergence, ReplayReport
 from .resuming import decide, pending_requests, resume_run
 from .tail import LiveFact, follow
-from .timetravel import memory_at
+from .timetravel import Moment, memory_at, moments
 from .transfer import export_run, import_runs
 from .worker import Worker, WorkResult
 
@@ -28,6 +28,7 @@ __all__ = [
     "Divergence",
     "ImportRefused",
     "LiveFact",
+    "Moment",
     "RecordedDecisions",
     "RecordedLlm",
     "RecordedTools",
@@ -51,6 +52,7 @@ __all__ = [
     "follow",
     "import_runs",
     "memory_at",
+    "moments",
     "pending_requests",
     "replay_run",
     "resume_run",

@@ -6,13 +6,16 @@ import os
 
 import click
 
+from .cli_common import example
 from .cli_shared import CommandFailed, db_option, reported
 from .source import open_store
 
 __all__ = ["otel_command"]
 
 
-@click.command("otel")
+@click.command(
+    "otel", epilog=example("agentsm otel 3f2a --endpoint http://localhost:4318 --content")
+)
 @click.argument("runs", nargs=-1, required=True)
 @db_option
 @click.option(

@@ -8,6 +8,7 @@ import sys
 
 import click
 
+from .cli_common import example
 from .cli_shared import db_option, reported
 from .render import Style, printable
 from .source import open_store, resolve_run
@@ -26,7 +27,7 @@ def render(fact: LiveFact, style: Style, *, with_run: bool) -> str:
     )
 
 
-@click.command("tail")
+@click.command("tail", epilog=example("agentsm tail 3f2a", "agentsm tail --all --new --json"))
 @click.argument("run", required=False)
 @click.option("--all", "every", is_flag=True, help="follow every run, new ones included")
 @db_option

@@ -14,6 +14,7 @@ import click
 
 from agentsm import AgentEngine
 
+from .cli_common import example
 from .cli_shared import CommandFailed, db_option, reported
 from .render import printable
 from .resuming import Around
@@ -31,7 +32,13 @@ def _print(result: WorkResult) -> None:
     click.echo(printable(str(result)))  # recorded text, its control characters escaped
 
 
-@click.command("worker")
+@click.command(
+    "worker",
+    epilog=example(
+        "agentsm worker --builder myagent:make_agent",
+        "agentsm worker --builder myagent:make_agent --once --db postgresql://db/agents",
+    ),
+)
 @click.option("--builder", "spec", envvar="AGENTSM_BUILDER", required=True, help=BUILDER_HELP)
 @db_option
 @click.option("--once", is_flag=True, help="drive the runs that can go on now, then exit")
@@ -128,7 +135,7 @@ def _tracing(endpoint: str | None, content: bool) -> tuple[Around | None, Callab
     return around, provider.shutdown
 
 
-@click.command("submit")
+@click.command("submit", epilog=example('agentsm submit "Pay Ann 30" --builder myagent:make_agent'))
 @click.argument("task")
 @click.option("--builder", "spec", envvar="AGENTSM_BUILDER", required=True, help=BUILDER_HELP)
 @db_option

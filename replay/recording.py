@@ -8,7 +8,7 @@ from functools import cached_property
 from agentsm import ToolCall, ToolOutcome
 from agentsm import facts as f
 from agentsm.memory import apply, initial_memory
-from agentsm.trace import TraceEntry
+from agentsm.trace import TraceEntry, decoded, read_events
 from eventstore import EventStore, RunRecord
 
 from .errors import SeqOutOfRange
@@ -50,8 +50,8 @@ class Recording:
     def load(cls, store: EventStore, run_id: str, *, upto: int | None = None) -> Recording:
         """Read a run (up to seq `upto`) from the store."""
         record = store.run(resolve_run(store, run_id))
-        events = store.read(record.run_id, upto=upto)
-        return cls(record, tuple(TraceEntry.from_stored(e) for e in events))
+        events = read_events(store, record.run_id, upto=upto)
+        return cls(record, tuple(TraceEntry.of(e, fact) for e, fact in decoded(events)))
 
     @property
     def run_id(self) -> str:

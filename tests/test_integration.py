@@ -189,6 +189,22 @@ def test_mock_llm_call_count() -> None:
     assert llm.call_count() == 3
 
 
+def test_the_mock_llm_keeps_its_last_calls_and_counts_them_all() -> None:
+    llm = MockLlmCaller(
+        [LlmResponse.tool_call("search", {"query": str(i)}) for i in range(4)]
+        + [LlmResponse.final_answer(ANSWER)],
+        keep=2,
+    )
+    engine = research_agent(llm, reflect_every_n_steps=0).build()
+    engine.run()
+    assert llm.call_count() == 5 and len(llm.calls) == 2
+    assert [c.memory.step for c in llm.calls] == [4, 5]  # the last two, oldest first
+    assert llm.model_for_call(4) == llm.calls[-1].model and llm.model_for_call(2) is None
+    assert repr(llm) == "MockLlmCaller(served=5, remaining=0)"
+    with pytest.raises(ValueError, match="keep at least the last call"):
+        MockLlmCaller(keep=0)
+
+
 def test_agent_config_respected() -> None:
     llm = MockLlmCaller([LlmResponse.tool_call("search", {"query": str(i)}) for i in range(5)])
     engine = research_agent(llm, max_steps=2, reflect_every_n_steps=0).build()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import threading
+from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -38,21 +39,27 @@ class MockLlmCaller:
 
     A script item is an `LlmResponse`, an exception (raised, as a provider error would be), or a
     function `(memory, tools, model) -> LlmResponse` for answers that depend on the request.
+    It remembers the last `keep` calls it received (`calls`) and counts them all, so that a
+    long run costs it the same per call at its end as at its start.
     """
 
-    def __init__(self, responses: Iterable[ScriptItem] = ()) -> None:
-        self._script: list[ScriptItem] = list(responses)
-        self._calls: list[MockCall] = []
+    def __init__(self, responses: Iterable[ScriptItem] = (), *, keep: int = 1000) -> None:
+        if keep < 1:
+            raise ValueError(f"MockLlmCaller(keep={keep}): keep at least the last call (1).")
+        self._script: deque[ScriptItem] = deque(responses)
+        self._calls: deque[MockCall] = deque(maxlen=keep)
+        self._count = 0
         self._lock = threading.Lock()
 
     async def call(self, memory: AgentMemory, tools: ToolRegistry, model: str) -> LlmResponse:
         with self._lock:
             self._calls.append(MockCall(model, memory.task, memory, tuple(tools.names())))
+            self._count += 1
             if not self._script:
                 raise LlmScriptExhausted(
-                    f"MockLlmCaller: no more programmed responses (call {len(self._calls)})"
+                    f"MockLlmCaller: no more programmed responses (call {self._count})"
                 )
-            item = self._script.pop(0)
+            item = self._script.popleft()
         if isinstance(item, BaseException):
             raise item
         if isinstance(item, LlmResponse):
@@ -71,15 +78,17 @@ class MockLlmCaller:
 
     def call_count(self) -> int:
         """How many times `call` was invoked."""
-        return len(self._calls)
+        return self._count
 
     def model_for_call(self, n: int) -> str | None:
-        """The model passed to the n-th call (0-indexed), or None."""
-        return self._calls[n].model if 0 <= n < len(self._calls) else None
+        """The model passed to the n-th call (0-indexed), or None (no such call, or one older
+        than the last `keep`)."""
+        first = self._count - len(self._calls)
+        return self._calls[n - first].model if first <= n < self._count else None
 
     @property
     def calls(self) -> list[MockCall]:
-        """Every call received, in order."""
+        """The calls received (the last `keep` of them), oldest first."""
         return list(self._calls)
 
     def remaining(self) -> int:
@@ -87,4 +96,4 @@ class MockLlmCaller:
         return len(self._script)
 
     def __repr__(self) -> str:
-        return f"MockLlmCaller(served={len(self._calls)}, remaining={len(self._script)})"
+        return f"MockLlmCaller(served={self._count}, remaining={len(self._script)})"

@@ -1,0 +1,242 @@
+"""The reducer of each kind of fact: a small pure function from (fact, memory) to the memory
+after it, registered on `memory.apply`'s dispatch. Only these functions change memory."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import facts as f
+from .history import History
+from .memory import AgentMemory, _chain, _reduce, initial_memory
+from .types import ToolCall, ToolResult
+
+__all__: list[str] = []
+
+_new = object.__new__
+_set = object.__setattr__
+
+
+def _evolve(memory: AgentMemory, changes: dict[str, Any]) -> AgentMemory:
+    """`memory.model_copy(update=changes)` without its generic machinery: the reducer's values
+    are already of the fields' types, and this runs for nearly every fact of every fold."""
+    values = memory.__dict__.copy()
+    values.update(changes)
+    new = _new(type(memory))
+    _set(new, "__dict__", values)
+    _set(new, "__pydantic_fields_set__", memory.__pydantic_fields_set__ | changes.keys())
+    _set(new, "__pydantic_extra__", None)
+    _set(new, "__pydantic_private__", None)
+    return new
+
+
+def _unchanged(fact: Any, memory: AgentMemory) -> AgentMemory:
+    return memory
+
+
+for _kind in (
+    f.LlmRequested,
+    f.LlmFailed,
+    f.ReflectionSkipped,
+    f.Transitioned,
+    f.RunFinished,
+    f.RunAborted,
+    f.ValueDrawn,
+):
+    _reduce.register(_kind)(_unchanged)
+
+
+@_reduce.register
+def _(fact: f.PatchMarked, memory: AgentMemory) -> AgentMemory:
+    return _evolve(memory, {"patches": memory.patches | {fact.change_id}})
+
+
+@_reduce.register
+def _(fact: f.RunStarted, memory: AgentMemory) -> AgentMemory:
+    return initial_memory(fact)
+
+
+@_reduce.register
+def _(fact: f.StepStarted, memory: AgentMemory) -> AgentMemory:
+    return _evolve(memory, {"step": fact.step})
+
+
+@_reduce.register
+def _(fact: f.LlmResponded, memory: AgentMemory) -> AgentMemory:
+    update: dict[str, Any] = {}
+    if fact.response.usage is not None:
+        update["total_usage"] = memory.total_usage + fact.response.usage
+    if fact.purpose == "plan" and fact.response.confidence != memory.confidence_score:
+        update["confidence_score"] = fact.response.confidence
+    return _evolve(memory, update) if update else memory
+
+
+@_reduce.register
+def _(fact: f.ConfidenceLow, memory: AgentMemory) -> AgentMemory:
+    return _evolve(memory, {"retry_count": memory.retry_count + 1})
+
+
+@_reduce.register
+def _(fact: f.ToolsRejected, memory: AgentMemory) -> AgentMemory:
+    return _evolve(memory, {"rejected": memory.rejected + fact.entries})
+
+
+@_reduce.register
+def _(fact: f.ToolCallsPlanned, memory: AgentMemory) -> AgentMemory:
+    return _evolve(
+        memory,
+        {
+            "planned_calls": fact.calls,
+            "parallel": fact.parallel,
+            "planned_text": fact.text,
+            "results": (),
+            "decisions": (),
+            "awaiting": (),
+            "started": (),
+        },
+    )
+
+
+@_reduce.register
+def _(fact: f.ApprovalRequested, memory: AgentMemory) -> AgentMemory:
+    candidates = list(memory.unfinished())
+    if fact.reason == "outcome_unknown":
+        candidates = [i for i in candidates if i in memory.started]
+    awaiting: list[int] = []
+    if fact.indices is not None:
+        awaiting = [i for i in fact.indices if i in candidates]
+    else:
+        for call_id in fact.call_ids:  # in the LLM's order: the n-th of an id is the n-th
+            found = next((i for i in candidates if memory.planned_calls[i].id == call_id), None)
+            if found is not None:
+                candidates.remove(found)
+                awaiting.append(found)
+    return _evolve(memory, {"awaiting": tuple(awaiting), "approval_reason": fact.reason})
+
+
+def _history(memory: AgentMemory) -> History:
+    """Memory's history as a History (a memory changed by hand with `model_copy(update=...)`
+    may hold a plain tuple)."""
+    history = memory.history
+    return history if isinstance(history, History) else History(history)
+
+
+def _unfinished_alike(memory: AgentMemory, call: ToolCall) -> list[int]:
+    """Positions of the planned calls equal to `call` that have no result yet."""
+    done = {r.index for r in memory.results}
+    return [
+        i
+        for i, planned in enumerate(memory.planned_calls)
+        if i not in done and (planned is call or planned == call)
+    ]
+
+
+@_reduce.register
+def _(fact: f.ToolCallStarted, memory: AgentMemory) -> AgentMemory:
+    same = _unfinished_alike(memory, fact.call)
+    fresh = [i for i in same if i not in memory.started]
+    again = [i for i in memory.started if i in same]  # run again after a stop, oldest first
+    position = fresh[0] if fresh else again[0] if again else None
+    if position is None:
+        return memory  # not one of the planned calls (a custom handler's own)
+    started = (*(i for i in memory.started if i != position), position)
+    return _evolve(memory, {"started": started})
+
+
+@_reduce.register
+def _(fact: f.RunBranched, memory: AgentMemory) -> AgentMemory:
+    return _evolve(memory, {"config": fact.config}) if fact.config else memory
+
+
+@_reduce.register
+def _(fact: f.HumanDecided, memory: AgentMemory) -> AgentMemory:
+    calls = list(memory.planned_calls)
+    results = list(memory.results)
+    decided: set[int] = set()
+    for d, target in zip(fact.decisions, memory.decision_targets(fact.decisions), strict=True):
+        if target is None:
+            continue
+        decided.add(target)
+        call = calls[target]
+        if d.verdict == "modified" and d.args is not None:
+            calls[target] = call.model_copy(update={"args": d.args})
+        elif d.verdict == "rejected":
+            why = f" ({d.note})" if d.note else ""
+            if memory.approval_reason == "outcome_unknown":
+                text = (
+                    f"ERROR: OutcomeUnknown: the process stopped while '{call.name}' ran and a "
+                    f"human chose not to run it again; it may have taken effect{why}."
+                )
+            else:
+                text = f"ERROR: HumanRejected: a human rejected the call to '{call.name}'{why}."
+            results.append(ToolResult(call=call, observation=text, success=False, index=target))
+    awaiting = tuple(i for i in memory.awaiting if i not in decided)
+    return _evolve(
+        memory,
+        {
+            "planned_calls": tuple(calls),
+            "results": tuple(results),
+            "awaiting": awaiting,
+            "decisions": memory.decisions + fact.decisions,
+            "approval_reason": memory.approval_reason if awaiting else "approval",
+            "started": tuple(i for i in memory.started if i not in decided),
+        },
+    )
+
+
+@_reduce.register
+def _(fact: f.ToolExecuted, memory: AgentMemory) -> AgentMemory:
+    same = _unfinished_alike(memory, fact.call)
+    position = next((i for i in memory.started if i in same), same[0] if same else None)
+    result = ToolResult(
+        call=fact.call, observation=fact.observation, success=fact.success, index=position
+    )
+    started = tuple(i for i in memory.started if i != position)
+    return _evolve(memory, {"results": (*memory.results, result), "started": started})
+
+
+@_reduce.register
+def _(fact: f.ObservationCommitted, memory: AgentMemory) -> AgentMemory:
+    return _evolve(
+        memory,
+        {
+            "history": _history(memory).added(fact.entries),
+            "history_digest": _chain(memory.history_digest, fact.entries),
+            "planned_calls": (),
+            "parallel": False,
+            "planned_text": None,
+            "results": (),
+            "rejected": (),
+            "refused_answers": (),
+            "awaiting": (),
+            "decisions": (),
+            "started": (),
+        },
+    )
+
+
+@_reduce.register
+def _(fact: f.HistoryCompressed, memory: AgentMemory) -> AgentMemory:
+    return _evolve(
+        memory,
+        {
+            "history": History((fact.summary,)),
+            "history_digest": _chain("", (fact.summary,)),
+            "retry_count": 0,
+        },
+    )
+
+
+@_reduce.register
+def _(fact: f.AnswerRejected, memory: AgentMemory) -> AgentMemory:
+    refused = (*memory.refused_answers, (fact.content, fact.reason))
+    return _evolve(memory, {"refused_answers": refused})
+
+
+@_reduce.register
+def _(fact: f.FinalAnswerProduced, memory: AgentMemory) -> AgentMemory:
+    return _evolve(memory, {"final_answer": fact.content})
+
+
+@_reduce.register
+def _(fact: f.RunFailed, memory: AgentMemory) -> AgentMemory:
+    return _evolve(memory, {"error": fact.message})
