@@ -13,6 +13,7 @@ from agentsm.memory import fold_with_state
 from agentsm.pictures.diagram import path_of
 from agentsm.pictures.family import family_of
 from agentsm.pictures.layout import lay_out
+from agentsm.states.waiting import approval_requests
 from agentsm.trace import TraceEntry
 from agentsm.types import TERMINAL_STATES
 from eventstore import EventStore, RunRecord
@@ -20,7 +21,6 @@ from eventstore import EventStore, RunRecord
 from ..cli_list import run_record
 from ..diffing import diff_runs
 from ..recording import Recording
-from ..resuming import pending_requests
 
 __all__ = [
     "diagram_of",
@@ -52,12 +52,16 @@ def entry_of(e: TraceEntry) -> dict[str, Any]:
 
 
 def run_detail(store: EventStore, run_id: str) -> dict[str, Any]:
-    """A run's catalog entry, where it stands now (state, waiting calls) and its facts."""
+    """A run's catalog entry, where it stands now (state, the calls it waits on, as
+    `replay.pending_requests` gives them) and its facts."""
     recording = Recording.load(store, run_id)
     state = "Idle"
     waiting: list[dict[str, Any]] = []
     if recording.entries:
-        _, state = fold_with_state(e.fact for e in recording.entries)
+        memory, state = fold_with_state(e.fact for e in recording.entries)
+        asking = (
+            approval_requests(recording.run_id, memory) if state == State.WaitingForHuman else []
+        )
         waiting = [
             {
                 "number": n,
@@ -66,7 +70,7 @@ def run_detail(store: EventStore, run_id: str) -> dict[str, Any]:
                 "args": r.call.args,
                 "reason": r.reason,
             }
-            for n, r in enumerate(pending_requests(store, recording.run_id), start=1)
+            for n, r in enumerate(asking, start=1)
         ]
     return {
         "run": run_record(recording.run),
