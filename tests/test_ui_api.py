@@ -12,7 +12,13 @@ pytest.importorskip("fastapi", reason="the web viewer needs the ui extra")
 
 from fastapi.testclient import TestClient  # noqa: E402
 
-from agentsm import HumanInputRequired  # noqa: E402
+from agentsm import (  # noqa: E402
+    AgentBuilder,
+    HumanInputRequired,
+    LlmResponse,
+    MockLlmCaller,
+    build_transition_table,
+)
 from eventstore import SQLiteEventStore  # noqa: E402
 from replay import decide, memory_at  # noqa: E402
 from replay.cli import main  # noqa: E402
@@ -277,3 +283,83 @@ def test_ui_on_a_missing_log_is_one_line_before_serving(
 def test_ui_listens_on_loopback_unless_told(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["ui", "--help"]) == 0
     assert "[default: 127.0.0.1]" in capsys.readouterr().out
+
+
+def custom_agent(task: str) -> AgentBuilder:
+    """The README's agent with a state of its own (Verifying) after every observation."""
+    table = (
+        build_transition_table()
+        .without_rows(("Observing", "Continue"))
+        .with_rows(
+            {
+                ("Observing", "Continue"): "Verifying",
+                ("Verifying", "Verified"): "Planning",
+                ("Verifying", "Rejected"): "Planning",
+            }
+        )
+    )
+    script = [
+        LlmResponse.tool_call("echo", {"text": task}),
+        LlmResponse.final_answer("Said hi, and it was verified."),
+    ]
+    return (
+        AgentBuilder(task)
+        .llm(MockLlmCaller(script))
+        .tool("echo", "Echo text", {"type": "object"}, lambda args: str(args))
+        .transitions(table)
+        .handler("Verifying", lambda ctx: "Verified")
+    )
+
+
+def test_the_diagram_is_the_runs_own_table(tmp_path: Path) -> None:
+    db = str(tmp_path / "custom.db")
+    with SQLiteEventStore(db) as store:
+        engine = custom_agent("say hi").store(store).build()
+        engine.run()
+        run_id = engine.run_id
+    with client(db) as api:
+        diagram = api.get(f"/api/runs/{run_id}/diagram").json()
+    edges = {(e["from"], e["to"]): e for e in diagram["edges"]}
+    assert edges[("Observing", "Verifying")]["taken"] == 1
+    assert edges[("Verifying", "Planning")]["events"] == ["Verified"]  # the one it took
+    assert "Continue" not in edges.get(("Observing", "Planning"), {"events": []})["events"]
+    assert "--builder" in diagram["note"]
+    with client(db, builder=custom_agent) as api:
+        diagram = api.get(f"/api/runs/{run_id}/diagram").json()
+    edges = {(e["from"], e["to"]): e for e in diagram["edges"]}
+    assert sorted(edges[("Verifying", "Planning")]["events"]) == ["Rejected", "Verified"]
+    assert "your agent" in diagram["note"]
+
+
+def test_redacted_text_is_all_the_viewer_shows(tmp_path: Path) -> None:
+    db = str(tmp_path / "secret.db")
+    script = [
+        LlmResponse.tool_call("echo", {"text": "password hunter2"}),
+        LlmResponse.final_answer("Logged in with hunter2."),
+    ]
+    with SQLiteEventStore(db) as store:
+        engine = (
+            AgentBuilder("log in with hunter2")
+            .llm(MockLlmCaller(script))
+            .tool("echo", "Echo text", {"type": "object"}, lambda args: str(args))
+            .redact(r"hunter2", name="password")
+            .store(store)
+            .build()
+        )
+        engine.run()
+        run_id = engine.run_id
+        last = store.run(run_id).last_seq
+    with client(db) as api:
+        bodies = [
+            api.get(path).text
+            for path in (
+                "/api/runs",
+                f"/api/runs/{run_id}",
+                f"/api/runs/{run_id}/timeline",
+                f"/api/runs/{run_id}/lineage",
+                *(f"/api/runs/{run_id}/memory?seq={seq}" for seq in range(1, last + 1)),
+                *(f"/api/runs/{run_id}/conversation?seq={seq}" for seq in range(1, last + 1)),
+            )
+        ]
+    assert "[REDACTED]" in bodies[1]
+    assert not [body for body in bodies if "hunter2" in body]

@@ -88,13 +88,26 @@ def _size(text: str, font: float, pad: float) -> tuple[float, float]:
 
 
 def table_of(recording: Recording, table: Table | None = None) -> dict[tuple[str, str], str]:
-    """The table the run ran under: the user's (from `--builder`) or the default one, plus
-    every row the run took that it lacks (a custom table's rows are in the log)."""
+    """The table the run ran under: the user's (from `--builder`) or the default one, with
+    every row the run took (a custom table's rows are in the log, and win over the default
+    ones they replace)."""
     rows = {(str(s), str(e)): str(d) for (s, e), d in (table or build_transition_table()).items()}
     for e in recording.entries:
         if isinstance(e.fact, f.Transitioned):
-            rows.setdefault((e.fact.from_state, e.fact.event), e.fact.to_state)
+            rows[(e.fact.from_state, e.fact.event)] = e.fact.to_state
     return rows
+
+
+def table_note(recording: Recording, table: Table | None) -> str:
+    """Where the diagram's rows come from, in words."""
+    if table is not None:
+        return "The table of your agent (--builder), with the rows this run took."
+    if recording.entries and recording.definition.custom_table:
+        return (
+            "This run had its own table: shown are the rows it took on the default table; "
+            "start agentsm ui with --builder to see all of yours."
+        )
+    return "The default table, with the rows this run took."
 
 
 def diagram_of(recording: Recording, table: Table | None = None) -> dict[str, Any]:
@@ -154,6 +167,7 @@ def diagram_of(recording: Recording, table: Table | None = None) -> dict[str, An
             for (src, dst), events in edges.items()
         ],
         "path": path,
+        "note": table_note(recording, table),
     }
 
 

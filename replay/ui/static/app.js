@@ -159,6 +159,7 @@ async function loadRun(view) {
   clear(view.pictures).append(
     el("h2", { text: "State diagram and path" }),
     el("p", { class: "muted", text: pathText(diagram.path) }),
+    el("p", { class: "muted", "data-testid": "table-note", text: diagram.note }),
   );
   view.diagram = drawDiagram(diagram);
   view.pictures.append(el("div", { class: "scroll" }, view.diagram),
