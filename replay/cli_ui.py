@@ -55,9 +55,7 @@ def ui_command(host: str, port: int, allow_write: bool, no_open: bool, builder: 
             "machine can read the log.",
             err=True,
         )
-    if not no_open:
-        webbrowser.open(server.url)
     try:
-        server.run()
+        server.run(on_start=None if no_open else lambda: webbrowser.open(server.url))
     finally:
         viewer.close()

@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import json
+import signal
+import socket
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,6 +15,7 @@ import pytest
 
 pytest.importorskip("fastapi", reason="the web viewer needs the ui extra")
 
+import httpx  # noqa: E402
 from fastapi.testclient import TestClient  # noqa: E402
 
 from agentsm import (  # noqa: E402
@@ -23,6 +29,7 @@ from eventstore import SQLiteEventStore  # noqa: E402
 from replay import decide, memory_at  # noqa: E402
 from replay.cli import main  # noqa: E402
 from replay.ui import Viewer, create_app  # noqa: E402
+from replay.ui.server import free_port  # noqa: E402
 
 from .ui_agent import ANSWER, make_agent  # noqa: E402
 
@@ -363,3 +370,29 @@ def test_redacted_text_is_all_the_viewer_shows(tmp_path: Path) -> None:
         ]
     assert "[REDACTED]" in bodies[1]
     assert not [body for body in bodies if "hunter2" in body]
+
+
+def test_agentsm_ui_serves_the_log_until_interrupted(demo_log: str) -> None:
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "replay", "ui", "--db", demo_log, "--port", str(port), "--no-open"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:  # ready once the port accepts connections
+            assert process.poll() is None, process.communicate()
+            with socket.socket() as probe:
+                if probe.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            assert time.monotonic() < deadline, "agentsm ui never listened"
+            time.sleep(0.05)
+        runs = httpx.get(f"http://127.0.0.1:{port}/api/runs").json()["runs"]
+        assert len(runs) == 2
+    finally:
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=30)
+    assert f"(read-only) on http://127.0.0.1:{port}" in out
+    assert "Traceback" not in err

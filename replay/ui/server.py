@@ -6,6 +6,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
+from collections.abc import Callable
 
 import uvicorn
 from fastapi import FastAPI
@@ -43,9 +44,19 @@ class Server:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}"
 
-    def run(self) -> None:
-        """Serve until interrupted (Ctrl-C)."""
+    def run(self, on_start: Callable[[], object] | None = None) -> None:
+        """Serve until interrupted (Ctrl-C); `on_start()` is called (in another thread) once
+        the port accepts connections."""
+        if on_start is not None:
+            threading.Thread(target=self._when_started, args=(on_start,), daemon=True).start()
         self._server.run()
+
+    def _when_started(self, then: Callable[[], object]) -> None:
+        while not self._server.started:
+            if self._server.should_exit:
+                return
+            time.sleep(0.05)
+        then()
 
     def start(self, timeout: float = 30.0) -> Server:
         """Serve in a thread; return once the port accepts connections."""
