@@ -183,9 +183,10 @@ def test_the_page_ships_in_the_package_with_a_strict_policy(api: TestClient) -> 
     page = api.get("/")
     assert page.status_code == 200 and "/static/app.js" in page.text
     assert "script-src 'self'" in page.headers["content-security-policy"]
-    for name in ("app.js", "dom.js", "pictures.js", "style.css"):
-        assert api.get(f"/static/{name}").status_code == 200
-    scripts = "".join(api.get(f"/static/{n}").text for n in ("app.js", "dom.js", "pictures.js"))
+    names = ("app.js", "dom.js", "pictures.js", "runs.js", "run.js", "diff.js")
+    for name in (*names, "style.css"):
+        assert f"/static/{name}" in page.text and api.get(f"/static/{name}").status_code == 200
+    scripts = "".join(api.get(f"/static/{n}").text for n in names)
     assert "innerHTML" not in scripts and "insertAdjacentHTML" not in scripts
     assert "http://" not in scripts.replace("http://www.w3.org/2000/svg", "")
 
