@@ -61,6 +61,7 @@ def browser() -> Iterator[webdriver.Chrome]:
     options.binary_location = CHROMIUM
     for flag in (*FLAGS, f"--user-data-dir={profile}"):
         options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "SEVERE"})
     driver = webdriver.Chrome(options=options, service=Service(DRIVER))
     try:
         yield driver
@@ -82,6 +83,16 @@ def serve() -> Iterator[Callable[..., Server]]:
     yield start
     for server in started:
         server.stop()
+
+
+@pytest.fixture(autouse=True)
+def _no_page_errors(browser: webdriver.Chrome) -> Iterator[None]:
+    """A journey fails on any error the page logged: a script error, a request the page
+    made that failed, or anything the content security policy blocked."""
+    browser.get_log("browser")  # forget the previous journey's
+    yield
+    errors = [e["message"] for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+    assert not errors, errors
 
 
 def wait(driver: webdriver.Chrome, what: str, test: Callable[[Any], Any]) -> Any:

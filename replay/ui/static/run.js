@@ -25,10 +25,10 @@ async function runPage(main, runId, pickedSeq) {
 }
 
 async function loadRun(view) {
-  const id = encodeURIComponent(view.runId);
-  const [detail, diagram, timeline, lineage] = await Promise.all([
-    api(`/api/runs/${id}`), api(`/api/runs/${id}/diagram`),
-    api(`/api/runs/${id}/timeline`), api(`/api/runs/${id}/lineage`),
+  const detail = await api(`/api/runs/${encodeURIComponent(view.runId)}`);
+  const id = encodeURIComponent(detail.run.run_id);
+  const [diagram, timeline, lineage] = await Promise.all([
+    api(`/api/runs/${id}/diagram`), api(`/api/runs/${id}/timeline`), api(`/api/runs/${id}/lineage`),
   ]);
   view.runId = detail.run.run_id;
   view.detail = detail;
