@@ -86,12 +86,15 @@ def serve() -> Iterator[Callable[..., Server]]:
 
 
 @pytest.fixture(autouse=True)
-def _no_page_errors(browser: webdriver.Chrome) -> Iterator[None]:
+def _no_page_errors(browser: webdriver.Chrome, serve: Callable[..., Server]) -> Iterator[None]:
     """A journey fails on any error the page logged: a script error, a request the page
-    made that failed, or anything the content security policy blocked."""
+    made that failed, or anything the content security policy blocked. (Checked while the
+    servers still run; then the page is left, so that nothing it would still ask for meets
+    a stopped server.)"""
     browser.get_log("browser")  # forget the previous journey's
     yield
     errors = [e["message"] for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+    browser.get("about:blank")
     assert not errors, errors
 
 

@@ -9,6 +9,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 from fastapi.responses import StreamingResponse
 
+from ..source import open_store
 from ..tail import follow
 from .api import ViewerDep
 from .views import entry_of
@@ -27,14 +28,22 @@ async def live(
     """A `text/event-stream` of the run's facts after `after` as they are recorded (one
     `fact` event each, JSON as in the run's facts list), then an `end` event once the run
     has ended (done, failed or aborted). Driven by `replay.tail.follow`: nothing is missed
-    or sent twice."""
-    facts = follow(viewer.store, run, after_seq=after, poll=0.5)  # refuses an unknown run here
+    or sent twice. Each stream reads the log through a store of its own."""
+    store = open_store(viewer.db, read_only=True)  # its own: waiting on it is per store
+    try:
+        facts = follow(store, run, after_seq=after, poll=0.5)  # refuses an unknown run here
+    except BaseException:
+        store.close()
+        raise
 
     async def stream() -> AsyncIterator[str]:
-        yield ": following\n\n"
-        async for fact in facts:
-            yield f"event: fact\ndata: {json.dumps(entry_of(fact.entry))}\n\n"
-        yield "event: end\ndata: {}\n\n"
+        try:
+            yield ": following\n\n"
+            async for fact in facts:
+                yield f"event: fact\ndata: {json.dumps(entry_of(fact.entry))}\n\n"
+            yield "event: end\ndata: {}\n\n"
+        finally:
+            store.close()
 
     return StreamingResponse(
         stream(), media_type="text/event-stream", headers={"Cache-Control": "no-store"}
