@@ -1,12 +1,14 @@
-"""Call one tool function with a deadline: sync functions on a daemon thread of their own, async
-ones as a task. A call that misses its deadline is abandoned at once: nothing waits for its
-thread (not even the end of `asyncio.run`), and whatever it returns later is dropped."""
+"""Call one tool function with a deadline: sync functions on a daemon worker thread (one call at a
+time each, kept for later calls), async ones as a task. A call that misses its deadline is
+abandoned at once: nothing waits for its thread (not even the end of `asyncio.run`), and whatever
+it returns later is dropped."""
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
 import inspect
+import queue
 import threading
 from collections.abc import Callable
 from typing import Any, Literal
@@ -25,8 +27,40 @@ def _settle(call: Callable[[], Any]) -> Settled:
         return "error", e
 
 
+class _Workers:
+    """Daemon threads kept for sync tool calls, so that a call does not start a thread: a call
+    takes an idle worker or starts one; a worker joins the idle ones once its call returns (an
+    abandoned call's worker too, when the call ends at last). At most `_IDLE` stay idle."""
+
+    _IDLE = 8
+
+    def __init__(self) -> None:
+        self._idle: list[queue.SimpleQueue[Callable[[], None]]] = []
+        self._lock = threading.Lock()
+
+    def run(self, job: Callable[[], None]) -> None:
+        with self._lock:
+            inbox = self._idle.pop() if self._idle else None
+        if inbox is None:
+            inbox = queue.SimpleQueue()
+            thread = threading.Thread(target=self._serve, args=(inbox,), daemon=True)
+            thread.start()
+        inbox.put(job)
+
+    def _serve(self, inbox: queue.SimpleQueue[Callable[[], None]]) -> None:
+        while True:
+            inbox.get()()
+            with self._lock:
+                if len(self._idle) >= self._IDLE:
+                    return
+                self._idle.append(inbox)
+
+
+_WORKERS = _Workers()
+
+
 def _on_thread(func: Callable[[], Any], name: str) -> asyncio.Future[Settled]:
-    """Run `func` on a new daemon thread, in a copy of the caller's context variables."""
+    """Run `func` on a worker thread, in a copy of the caller's context variables."""
     loop = asyncio.get_running_loop()
     future: asyncio.Future[Settled] = loop.create_future()
     context = contextvars.copy_context()
@@ -36,13 +70,14 @@ def _on_thread(func: Callable[[], Any], name: str) -> asyncio.Future[Settled]:
             future.set_result(settled)
 
     def work() -> None:
+        threading.current_thread().name = f"agentsm-tool-{name}"
         settled = _settle(lambda: context.run(func))
         try:
             loop.call_soon_threadsafe(deliver, settled)
         except RuntimeError:
             pass  # the loop is closed: the call was abandoned and nobody waits for it
 
-    threading.Thread(target=work, name=f"agentsm-tool-{name}", daemon=True).start()
+    _WORKERS.run(work)
     return future
 
 

@@ -160,9 +160,11 @@ class RunContext:
         self._recorder.record(f.ValueDrawn(source=source, value=value), self.state)
         return value
 
-    def commit(self) -> None:
-        """Commit what was recorded so far (done before every effect, so durably)."""
-        self._recorder.flush(effect=True)
+    async def commit(self) -> None:
+        """Commit what was recorded so far, durably: a handler awaits it before each effect
+        of its own (the built-in effect helpers do it for theirs), so that after a crash the
+        log says which effects may have happened. The event loop goes on meanwhile."""
+        await self._recorder.commit(effect=True)
 
     def emit(self, output: AgentOutput) -> None:
         """Send an output to `engine.stream()` listeners."""
@@ -198,7 +200,7 @@ class RunContext:
                 tools_digest=registry.digest(),
             )
         )
-        self.commit()
+        await self.commit()
         started = time.perf_counter()
         seconds, which = self._llm_time_left()
         fact: f.LlmResponded | f.LlmFailed
@@ -284,7 +286,7 @@ class RunContext:
         again once the batch is recorded and committed; so is anything a tool runner raised,
         its call left in flight (as a crash leaves it) and the other calls' results kept."""
         positions = [self._start(call) for call in calls]
-        self.commit()
+        await self.commit()
         first_seq = self._recorder.seq - len(calls) + 1
         contexts = [
             self._tool_context(c, p, first_seq + i)
@@ -322,7 +324,7 @@ class RunContext:
                 outcome = self._record_result(call, outcome, ms)
             self.emit(ToolFinished(call, outcome.observation, outcome.success))
         if stops:
-            self.commit()
+            await self.commit()
             raise stops[0]
         return all(outcome.known for outcome, _ in done)
 
@@ -344,6 +346,7 @@ class RunContext:
         """The human's decision on a call, or None when no decision can be had now."""
         if self._approval is None:
             return None
+        await self.commit()  # the question is on record before anyone is asked
         answer = self._approval(request.model_copy(update={"call": _plain(request.call)}))
         if inspect.isawaitable(answer):
             answer = await answer

@@ -229,10 +229,10 @@ class AgentEngine:
             token = _text_sink.set(None)
             self._start_clock()
             try:
-                if not self._created:
-                    self._create()
-                while self.seq < seq and await self._tick(lambda output: None) is None:
+                await self._start_driving()
+                while self._recorder.last < seq and await self._tick(lambda output: None) is None:
                     pass
+                await self._recorder.commit()
             finally:
                 _text_sink.reset(token)
         return self.seq
@@ -256,6 +256,16 @@ class AgentEngine:
         self._recorder.create(self.definition.task, created_at=created_at, status="running")
         self._created = True
 
+    async def _start_driving(self) -> None:
+        """Create the run (off the event loop) or mark it running again at the next commit."""
+        if self._created:
+            self._recorder.driving()
+            return
+        created_at = self._clock()
+        self._recorder.record(self.definition, State.Idle)
+        await self._recorder.acreate(self.definition.task, created_at=created_at, status="running")
+        self._created = True
+
     @contextmanager
     def _driving(self) -> Iterator[None]:
         """One driver at a time: a second `arun()` while the first runs is refused."""
@@ -273,8 +283,7 @@ class AgentEngine:
             token = _text_sink.set(emit)
             self._start_clock()
             try:
-                if not self._created:
-                    self._create()
+                await self._start_driving()
                 while True:
                     ending = await self._tick(emit)
                     if ending is not None:
@@ -294,7 +303,7 @@ class AgentEngine:
             return "done" if state == State.Done else "failed"
         handler = self.handlers.get(state)
         if handler is None:
-            self._abort(NoHandlerForState(state))
+            await self._abort(NoHandlerForState(state))
         ctx = RunContext(
             run_id=self.run_id,
             state=state,
@@ -311,29 +320,32 @@ class AgentEngine:
         if state not in TERMINAL_STATES:
             cap = self.memory.config.effective_safety_cap()
             if self._transitions >= cap:  # before the handler's effects, not after them
-                self._abort(SafetyCapExceeded(self._transitions + 1, cap))
+                await self._abort(SafetyCapExceeded(self._transitions + 1, cap))
         try:
             event = await handler.handle(ctx)
         except EngineError as e:
-            self._abort(e)
+            await self._abort(e)
         except Exception as e:
-            self._abort(HandlerCrashed(state, e), cause=e)
+            await self._abort(HandlerCrashed(state, e), cause=e)
         except asyncio.CancelledError as e:
             task = asyncio.current_task()
             if task is None or not task.cancelling():
-                self._abort(HandlerCrashed(state, e), cause=e)
+                await self._abort(HandlerCrashed(state, e), cause=e)
             self._stop()
             raise
         except (KeyboardInterrupt, SystemExit):
             self._stop()
             raise
+        except BaseException:  # something above the run stops it (a replay that diverged)
+            self._recorder.flush()  # what was recorded stays, as at any stop
+            raise
         if isinstance(event, Suspend):
-            self._recorder.flush(status="waiting")
+            await self._recorder.commit(status="waiting")
             emit(ApprovalNeeded(tuple(approval_requests(self.run_id, self.memory))))
             return "waiting"
         if state in TERMINAL_STATES:
             ending: Ending = "done" if state == State.Done else "failed"
-            self._recorder.flush(status=ending)
+            await self._recorder.commit(status=ending)
             self._closed = True
             if ending == "done":
                 emit(FinalAnswer(self.memory.final_answer or ""))
@@ -343,9 +355,9 @@ class AgentEngine:
         try:
             target = self.table.next_state(state, event)
         except EngineError as e:
-            self._abort(e)
+            await self._abort(e)
+        # committed with the next effect or stop: a crash before then redoes this transition
         self._recorder.record(f.Transitioned(from_state=state, event=event, to_state=target), state)
-        self._recorder.flush(status="running")
         self._state = target
         self._transitions += 1
         emit(TransitionTaken(state, event, target, self.memory.step))
@@ -357,13 +369,13 @@ class AgentEngine:
         "stopped"; it is resumed like a run whose process died."""
         self._recorder.flush(status="stopped")
 
-    def _abort(self, error: EngineError, cause: BaseException | None = None) -> NoReturn:
+    async def _abort(self, error: EngineError, cause: BaseException | None = None) -> NoReturn:
         """Keep what the handler recorded, add RunAborted, mark the run, raise."""
         self._recorder.record(
             f.RunAborted(error_type=type(error).__name__, message=clean_text(str(error))),
             self._state,
         )
-        self._recorder.flush(status="aborted")
+        await self._recorder.commit(status="aborted")
         raise error from cause
 
     def __repr__(self) -> str:

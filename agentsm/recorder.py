@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable
 from typing import Any
 
-from eventstore import EventStore, NewEvent, StoreError
+from eventstore import AsyncAppend, EventStore, NewEvent, StoreError
 
 from .catalog import summary_of
 from .codec import value_problem
@@ -21,18 +22,27 @@ __all__ = ["Recorder", "encode_meta"]
 _BUILTIN = frozenset(State)
 
 
+_STATE_JSON: dict[str, str] = {}
+
+
 def encode_meta(state: str, step: int, metrics: dict[str, Any] | None = None) -> str:
     """The envelope metadata of a fact as JSON text: the state that recorded it, the step, and
     measurements (which replay does not compare)."""
-    meta = f'{{"state": {json.dumps(str(state))}, "step": {step}'
+    name = _STATE_JSON.get(state)
+    if name is None:
+        name = json.dumps(str(state))
+        if len(_STATE_JSON) < 1000:  # the states of the tables in use
+            _STATE_JSON[state] = name
+    meta = f'{{"state": {name}, "step": {step}'
     return meta + (f', "metrics": {json.dumps(metrics)}}}' if metrics else "}")
 
 
 class Recorder:
-    """Buffers the facts of one handler call and commits them in one transaction.
+    """Buffers a run's facts and commits them where the log needs it: before each effect and
+    at each stop (see `commit`).
 
     `record` checks ownership, applies the fact to memory through the reducer and buffers it;
-    `flush` appends the buffer (with the run's status) atomically.
+    `commit` (or `flush`, from sync code) appends the buffer (with the run's status) atomically.
     """
 
     def __init__(
@@ -53,6 +63,8 @@ class Recorder:
         self.redactor = redactor
         self._pending: list[NewEvent] = []
         self._claimed = False  # whether this recorder's store drives the run (see flush)
+        self._status: str | None = None  # a status the next commit sets (see `driving`)
+        self._async = isinstance(store, AsyncAppend)  # awaitable appends, any thread
         self.observers: list[Callable[[int, str, Fact, AgentMemory], None]] = []
 
     def record(self, fact: Fact, state: str, metrics: dict[str, Any] | None = None) -> None:
@@ -85,6 +97,15 @@ class Recorder:
         """Facts recorded but not yet committed."""
         return len(self._pending)
 
+    @property
+    def last(self) -> int:
+        """The seq of the last fact recorded, committed or not."""
+        return self.seq + len(self._pending)
+
+    def driving(self) -> None:
+        """The run is driven from here again: the next commit marks it running."""
+        self._status = "running"
+
     def create(self, task: str, *, created_at: float, status: str, claim: bool = True) -> None:
         """Add the run to the catalog with the buffered facts in one transaction, so that no
         reader sees the run before its first facts and a crash leaves no empty run; then drive
@@ -103,27 +124,87 @@ class Recorder:
             self.store.claim(self.run_id)
             self._claimed = True
 
+    async def acreate(self, task: str, *, created_at: float, status: str) -> None:
+        """`create` for async code, off the event loop where the store allows it."""
+        await self._off_loop(lambda: self.create(task, created_at=created_at, status=status))
+
     def flush(self, status: str | None = None, *, effect: bool = False) -> None:
-        """Commit the buffered facts (and the status) in one transaction. The commit is durable
-        (on disk first, under `durability="full"`) when an effect follows it, or when a status
-        other than running hands the run back to its caller."""
-        if not self._pending and status is None:
+        """`commit` from sync code (a decision recorded later, a run stopped from outside): the
+        calling thread waits for the commit."""
+        events, status, handed_back = self._batch(status)
+        if events is None:
             return
-        handed_back = status not in (None, "running")
         if not self._claimed:  # refused while another live process drives the run
             self.store.claim(self.run_id)
             self._claimed = True
         self.seq = self.store.append(
             self.run_id,
             self.seq,
-            self._pending,
+            events,
             status=status,
             durable=effect or handed_back,
             summary=summary_of(self.memory),
         )
-        self._pending.clear()
+        del self._pending[: len(events)]
+        self._status = None
         if handed_back:
             self.release()
+
+    async def commit(self, status: str | None = None, *, effect: bool = False) -> None:
+        """Commit the buffered facts (and the status) in one transaction, without blocking the
+        event loop where the store allows it (the commits of concurrent runs then share
+        transactions). The commit is durable (on disk first, under `durability="full"`) when an
+        effect follows it, or when a status other than running hands the run back to its
+        caller. Only these need a commit: the facts recorded between two effects wait for the
+        next one, since after a crash they are recomputed from what was committed."""
+        events, status, handed_back = self._batch(status)
+        if events is None:
+            return
+        if not self._claimed:  # refused while another live process drives the run
+            await self._off_loop(lambda: self.store.claim(self.run_id))
+            self._claimed = True
+        durable = effect or handed_back
+        summary = summary_of(self.memory)
+        if not self._async:
+            self.seq = self.store.append(
+                self.run_id, self.seq, events, status=status, durable=durable, summary=summary
+            )
+            del self._pending[: len(events)]
+            self._status = None
+        else:  # taken as committed meanwhile: a cancelled wait still ends with the append done
+            appender: AsyncAppend = self.store  # type: ignore[assignment]
+            expected, waiting = self.seq, self._status
+            self.seq += len(events)
+            del self._pending[: len(events)]
+            self._status = None
+            try:
+                await appender.append_async(
+                    self.run_id, expected, events, status=status, durable=durable, summary=summary
+                )
+            except asyncio.CancelledError:
+                raise
+            except BaseException:
+                self.seq, self._status = expected, waiting
+                self._pending[:0] = events
+                raise
+        if handed_back:
+            await self._off_loop(self.release)
+
+    def _batch(self, status: str | None) -> tuple[list[NewEvent] | None, str | None, bool]:
+        """What the next commit appends (None: nothing to do), its status, and whether that
+        status hands the run back."""
+        status = status or self._status
+        if not self._pending and status is None:
+            return None, None, False
+        return list(self._pending), status, status not in (None, "running")
+
+    async def _off_loop(self, work: Callable[[], None]) -> None:
+        """Run store work (a claim, a release, a creation) off the event loop where the store
+        may be used from any thread; inline otherwise."""
+        if self._async:
+            await asyncio.to_thread(work)
+        else:
+            work()
 
     def release(self) -> None:
         """Stop driving the run (if this recorder's store drives it): another process may

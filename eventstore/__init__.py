@@ -12,7 +12,7 @@ from .errors import (
     UnknownRun,
 )
 from .migrations import LATEST as SCHEMA_VERSION
-from .protocol import EventStore
+from .protocol import AsyncAppend, EventStore
 from .records import NewEvent, RunRecord, RunSummary, StoredEvent
 from .sqlite import DURABILITY, Durability, SQLiteEventStore
 
@@ -20,6 +20,7 @@ __all__ = [
     "DURABILITY",
     "SCHEMA_VERSION",
     "AmbiguousRunId",
+    "AsyncAppend",
     "ChainBreak",
     "ChainReport",
     "ConcurrencyError",

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -24,11 +25,32 @@ GENESIS = ""
 """The previous hash of a run's first hashed event."""
 
 
-def _value(text: str) -> Any:
+_canonical = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
+"""The canonical JSON encoding the hash covers (one encoder, built once)."""
+
+_string = json.encoder.encode_basestring  # what that encoder does with a str, without the rest
+
+_METAS: dict[str, str] = {}
+"""Canonical forms of envelope texts seen (the same few repeat: state and step); bounded."""
+
+
+def _value(text: str) -> str:
+    """The canonical JSON of a JSON text (or of the text itself when it is not JSON)."""
     try:
-        return json.loads(text)
+        return _canonical(json.loads(text))
     except ValueError:
-        return text  # not JSON: the text itself is what is hashed
+        return _canonical(text)  # not JSON: the text itself is what is hashed
+
+
+def _meta(meta: str | dict[str, Any]) -> str:
+    if not isinstance(meta, str):
+        return _canonical(meta)
+    found = _METAS.get(meta)
+    if found is None:
+        found = _value(meta)
+        if len(_METAS) < 4096 and '"metrics"' not in meta:  # measurements do not repeat
+            _METAS[meta] = found
+    return found
 
 
 def link(
@@ -41,19 +63,23 @@ def link(
     meta: str | dict[str, Any],
     recorded_at: float,
 ) -> str:
-    """The hash of one event, chained to `previous` (the hash of the event before it)."""
-    body = [
-        previous,
-        run_id,
-        seq,
-        kind,
-        version,
-        _value(payload),
-        _value(meta) if isinstance(meta, str) else meta,
-        float(recorded_at),
-    ]
-    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    """The hash of one event, chained to `previous` (the hash of the event before it): the
+    SHA-256 of the canonical JSON of `[previous, run_id, seq, kind, version, payload, meta,
+    recorded_at]`, the payload and meta parsed (sorted keys, no spaces, text as UTF-8)."""
+    at = float(recorded_at)
+    body = ",".join(
+        (
+            _string(previous),
+            _string(run_id),
+            int.__repr__(seq),
+            _string(kind),
+            int.__repr__(version),
+            _value(payload),
+            _meta(meta),
+            float.__repr__(at) if math.isfinite(at) else _canonical(at),
+        )
+    )
+    return hashlib.sha256(f"[{body}]".encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def hash_of(previous: str, event: StoredEvent) -> str:

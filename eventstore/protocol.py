@@ -9,7 +9,7 @@ from typing import Any, Protocol, runtime_checkable
 from .chain import ChainReport
 from .records import NewEvent, RunRecord, RunSummary, StoredEvent
 
-__all__ = ["EventStore"]
+__all__ = ["AsyncAppend", "EventStore"]
 
 
 @runtime_checkable
@@ -105,3 +105,23 @@ class EventStore(Protocol):
     def set_status(self, run_id: str, status: str) -> None: ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class AsyncAppend(Protocol):
+    """A store whose appends can be awaited without blocking the event loop (the engine then
+    uses `append_async`; with any other store it calls `append`), and which any thread may use.
+    If the awaiting task is cancelled, the append is still carried out whole or not at all, and
+    the cancellation is raised once it is known which: the caller's idea of the log stays true.
+    """
+
+    async def append_async(
+        self,
+        run_id: str,
+        expected_seq: int,
+        events: Sequence[NewEvent],
+        *,
+        status: str | None = None,
+        durable: bool = False,
+        summary: RunSummary | None = None,
+    ) -> int: ...

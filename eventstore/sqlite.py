@@ -1,7 +1,10 @@
-"""SQLite backend of the event store: WAL, one transaction per append, append-only by trigger."""
+"""SQLite backend of the event store: WAL, writes committed (grouped) by a writer thread, and
+append-only by trigger."""
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import difflib
 import json
 import sqlite3
@@ -13,7 +16,7 @@ import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import sqlite_utils
 
@@ -30,6 +33,7 @@ from .errors import (
 )
 from .migrations import LATEST, migrate
 from .records import SUMMARY_TEXT, NewEvent, RunRecord, RunSummary, StoredEvent
+from .writer import Writer
 
 __all__ = ["CLAIMABLE", "DURABILITY", "Durability", "SQLiteEventStore"]
 
@@ -38,6 +42,7 @@ DURABILITY: tuple[Durability, ...] = ("normal", "full")
 
 CLAIMABLE = ("queued", "ready", "orphaned")
 """The kinds of run `claim_next` takes: submitted, decided by a human, left by a dead driver."""
+T = TypeVar("T")
 
 _RUN_COLUMNS = "run_id, task, status, created_at, updated_at, last_seq, parent_id, branch_seq, info"
 _DRIVER_COLUMNS = ", driver_host, driver_pid, driver_started, lease_until"
@@ -60,6 +65,10 @@ class SQLiteEventStore:
     reach the disk before it returns, so it survives power loss too. A run's writer `claim`s it
     first: the catalog records the driving process and a lease of `lease` seconds that this
     store renews while it holds the run; another live driver's run is refused.
+
+    Writes are committed by the store's writer thread (`eventstore.writer`): a caller waits for
+    its commit (`append`) or awaits it (`append_async`, which never blocks an event loop), and
+    writes from several threads or tasks that arrive together share one transaction.
     """
 
     def __init__(
@@ -90,7 +99,8 @@ class SQLiteEventStore:
         self._has_hashes: bool | None = None
         self._has_drivers: bool | None = None
         self._has_summaries = False
-        self._in_batch = False
+        self._batch_owner: int | None = None  # the thread whose batch() is open
+        self._renewing = threading.Lock()
         self._watch_lock = threading.Lock()
         self._watch_mark: int | None = None
         self._watcher: sqlite3.Connection | None = None
@@ -98,6 +108,8 @@ class SQLiteEventStore:
             self._conn = self._connect()
         except sqlite3.DatabaseError as e:
             raise self._unusable(e) from e
+        self._writer = Writer(self._conn, self._lock, f"writer of {self.path}")
+        weakref.finalize(self, self._writer.close, wait=False)  # a store never closed
         try:
             self._open_schema(create and not read_only)
             if self.path != ":memory:" and not read_only:
@@ -458,9 +470,44 @@ class SQLiteEventStore:
         """Append `events` after `expected_seq` in one transaction (with the run's `status` and
         `summary` when given); returns the new last seq. `durable`: an effect follows, so with
         `durability="full"` the commit is synced to disk."""
+        write = self._append_write(run_id, expected_seq, events, status, summary)
+        return self._transaction(write, f"append to run {run_id!r}", durable=durable)
+
+    async def append_async(
+        self,
+        run_id: str,
+        expected_seq: int,
+        events: Sequence[NewEvent],
+        *,
+        status: str | None = None,
+        durable: bool = False,
+        summary: RunSummary | None = None,
+    ) -> int:
+        """`append` for async code: awaits the writer's commit without blocking the loop, so
+        that the commits of concurrent runs share transactions."""
+        write = self._append_write(run_id, expected_seq, events, status, summary)
+        what = f"append to run {run_id!r}"
+        if self._batch_owner == threading.get_ident():
+            return self._transaction(write, what, durable=durable)
+        future = self._submit(write, what, durable)
+        try:
+            return await asyncio.shield(asyncio.wrap_future(future))
+        except asyncio.CancelledError:
+            future.result()  # the append is under way: the caller learns how it ended first
+            raise
+
+    def _append_write(
+        self,
+        run_id: str,
+        expected_seq: int,
+        events: Sequence[NewEvent],
+        status: str | None,
+        summary: RunSummary | None,
+    ) -> Callable[[sqlite3.Connection], int]:
+        """The write of one append (see `append`), returning the new last seq."""
         last = expected_seq + len(events)
 
-        def write(conn: sqlite3.Connection) -> None:
+        def write(conn: sqlite3.Connection) -> int:
             now = events[-1].recorded_at if events else time.time()
             sql = "UPDATE runs SET last_seq = ?, updated_at = ?"
             params: tuple[Any, ...] = (last, now)
@@ -501,9 +548,9 @@ class SQLiteEventStore:
                     f"Another writer appended to run {run_id!r} at seq {expected_seq + 1} "
                     "first. Nothing was written; reload the run."
                 ) from e
+            return last
 
-        self._transaction(write, f"append to run {run_id!r}", durable=durable)
-        return last
+        return write
 
     # -- who drives a run -------------------------------------------------------------------
 
@@ -538,9 +585,8 @@ class SQLiteEventStore:
                     )
             self._drive(conn, run_id, me, token, now)
 
-        with self._lock:
-            self._transaction(write, f"claim run {run_id!r}")
-            self._hold(run_id, token)
+        self._transaction(write, f"claim run {run_id!r}")
+        self._hold(run_id, token)
 
     def claim_next(
         self, *, kinds: Sequence[str] = ("queued", "ready", "orphaned")
@@ -585,11 +631,10 @@ class SQLiteEventStore:
                 self._drive(conn, row[0], me, token, now)
                 found.append(row[0])
 
-        with self._lock:
-            self._transaction(write, "claim the next run that can go on")
-            if not found:
-                return None
-            self._hold(found[0], token)
+        self._transaction(write, "claim the next run that can go on")
+        if not found:
+            return None
+        self._hold(found[0], token)
         return self.run(found[0])
 
     def _drive(
@@ -605,14 +650,15 @@ class SQLiteEventStore:
     def _hold(self, run_id: str, token: str) -> None:
         """Remember the claim and keep its lease renewed while this store is open."""
         self._held[run_id] = token
-        if self._renewer is None and self.path != ":memory:":
-            self._renewer = threading.Thread(
-                target=_renew_leases,
-                args=(weakref.ref(self), self._closing, self.lease / 3),
-                name=f"lease renewer of {self.path}",
-                daemon=True,
-            )
-            self._renewer.start()
+        with self._renewing:
+            if self._renewer is None and self.path != ":memory:":
+                self._renewer = threading.Thread(
+                    target=_renew_leases,
+                    args=(weakref.ref(self), self._closing, self.lease / 3),
+                    name=f"lease renewer of {self.path}",
+                    daemon=True,
+                )
+                self._renewer.start()
 
     def wait_for_append(self, timeout: float) -> bool:
         """Sleep until another connection commits to the file (`PRAGMA data_version`, polled
@@ -688,47 +734,44 @@ class SQLiteEventStore:
         self._durability: Durability = value
 
     def _transaction(
-        self, write: Callable[[sqlite3.Connection], object], what: str, *, durable: bool = False
-    ) -> None:
-        """Run `write` in one `BEGIN IMMEDIATE` transaction: all of it is committed or, on any
-        failure (the COMMIT's own included), none of it, and the store stays usable. A durable
-        commit under `durability="full"` syncs the WAL (synchronous FULL) before returning."""
+        self, write: Callable[[sqlite3.Connection], T], what: str, *, durable: bool = False
+    ) -> T:
+        """Run `write` in one `BEGIN IMMEDIATE` transaction (the writer's, maybe shared with
+        other writes, each in a savepoint of its own) and return what it returned: all of it is
+        committed or, on any failure (the COMMIT's own included), none of it, and the store
+        stays usable. A durable commit under `durability="full"` syncs the WAL (synchronous
+        FULL) before returning. Inside this thread's `batch()`, `write` joins the batch."""
+        if self._batch_owner == threading.get_ident():
+            return write(self._conn)  # part of batch()'s transaction, which commits or rolls back
+        result: T = self._submit(write, what, durable).result()
+        return result
+
+    def _submit(
+        self, write: Callable[[sqlite3.Connection], T], what: str, durable: bool
+    ) -> concurrent.futures.Future[T]:
+        if self._closing.is_set():
+            raise StoreError(f"Could not {what}: the store {self.path!r} is closed.")
         sync = durable and self._durability == "full" and self.path != ":memory:"
-        with self._lock:
-            conn = self._conn
-            if self._in_batch:  # part of batch()'s transaction, which commits or rolls back
-                write(conn)
-                return
-            try:
-                if sync:
-                    conn.execute("PRAGMA synchronous = FULL")
-                try:
-                    conn.execute("BEGIN IMMEDIATE")
-                    try:
-                        write(conn)
-                        conn.execute("COMMIT")
-                    except BaseException:
-                        if conn.in_transaction:
-                            conn.execute("ROLLBACK")
-                        raise
-                finally:
-                    if sync:
-                        conn.execute("PRAGMA synchronous = NORMAL")
-            except sqlite3.Error as e:
-                raise StoreError(f"Could not {what}; nothing was written ({e}).") from e
+        return self._writer.submit(write, what, sync=sync)
+
+    @property
+    def transactions(self) -> int:
+        """How many write transactions this store's writer has run (its group commits)."""
+        return self._writer.transactions
 
     @contextmanager
     def batch(self) -> Iterator[None]:
-        """Make every write inside the block one `BEGIN IMMEDIATE` transaction: all of it is
-        committed at the end, or none of it if anything raises (an import of several runs)."""
+        """Make every write of this thread inside the block one `BEGIN IMMEDIATE` transaction:
+        all of it is committed at the end, or none of it if anything raises (an import of
+        several runs). Other threads' writes wait for its end."""
+        if self._batch_owner == threading.get_ident():
+            yield
+            return
         with self._lock:
-            if self._in_batch:
-                yield
-                return
             conn = self._conn
             try:
                 conn.execute("BEGIN IMMEDIATE")
-                self._in_batch = True
+                self._batch_owner = threading.get_ident()
                 try:
                     yield
                     conn.execute("COMMIT")
@@ -737,7 +780,7 @@ class SQLiteEventStore:
                         conn.execute("ROLLBACK")
                     raise
                 finally:
-                    self._in_batch = False
+                    self._batch_owner = None
             except sqlite3.Error as e:
                 raise StoreError(f"Could not write the batch; nothing was written ({e}).") from e
 
@@ -820,6 +863,7 @@ class SQLiteEventStore:
         self._closing.set()
         if self._renewer is not None:
             self._renewer.join()
+        self._writer.close()
         with self._lock:
             self._conn.close()
         with self._watch_lock:

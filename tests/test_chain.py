@@ -7,6 +7,7 @@ import json
 import shutil
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -291,3 +292,44 @@ def test_a_run_already_in_the_database_is_said_so_not_to_be_exported_again(
     assert "run r is already in this database, with other facts" in str(different.value)
     assert "export the run again" not in str(different.value)
     assert [e.hash for e in target.read("r")] == [e.hash for e in SQLiteEventStore(db).read("r")]
+
+
+@pytest.mark.parametrize(
+    ("event", "expected"),
+    [
+        (
+            (
+                "",
+                "run-é",
+                1,
+                "ToolExecuted",
+                2,
+                '{"b": 1, "a": [1.5, 1e-7, "é"], "c": {"z": null, "y": true}}',
+                '{"state": "Acting", "step": 3, "metrics": {"duration_ms": 0.25}}',
+                1700000000.125,
+            ),
+            "0037ddc86850dfc6f9566a6d849a10d6f9c4d4dbc55d13d8fc7b143d2d0289d9",
+        ),
+        (
+            ("ab" * 32, "r", 2, "X", 1, "not json", {"state": "Idle", "step": 0}, 0.0),
+            "5033ac810771430298af63594d1b0aa6f400d70b1376f50302631e8209698f32",
+        ),
+        (
+            (
+                "ab" * 32,
+                "r",
+                3,
+                "StepStarted",
+                1,
+                '{"kind": "StepStarted", "step": 4}',
+                '{"state": "Planning", "step": 4}',
+                1.5e9,
+            ),
+            "7294c1e610cd40f2487876f012b0f62fa089e40a028af117bc37c21b9d9d67c2",
+        ),
+    ],
+)
+def test_the_hash_of_an_event_never_changes(event: tuple[Any, ...], expected: str) -> None:
+    # logs recorded by earlier releases verify only while these stay the same
+    assert link(*event) == expected
+    assert link(*event) == expected  # a second time, from the envelope cache

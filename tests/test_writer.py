@@ -1,0 +1,114 @@
+"""The store's writer: commits never run on the caller's event loop, writes that arrive together
+share one transaction, and one write's failure is its own."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from agentsm import AgentBuilder, AgentConfig, LlmResponse, MockLlmCaller
+from eventstore import AsyncAppend, ConcurrencyError, NewEvent, SQLiteEventStore, UnknownRun
+
+from .scenarios import LONG
+
+
+def ev(kind: str) -> NewEvent:
+    return NewEvent(kind, "{}", "{}", 1.0)
+
+
+def test_the_sqlite_store_appends_without_blocking_a_loop() -> None:
+    assert isinstance(SQLiteEventStore(), AsyncAppend)
+
+
+def test_appends_that_arrive_together_share_one_transaction_each_checked_alone(
+    tmp_path: Path,
+) -> None:
+    store = SQLiteEventStore(tmp_path / "log.db")
+    for run in "abcd":
+        store.create_run(run, "task", events=[ev("A")])
+    before = store.transactions
+
+    async def main() -> list[int | BaseException]:
+        with store._lock:  # the writer waits for it, so every append below joins one group
+            pending = [
+                asyncio.ensure_future(store.append_async("a", 1, [ev("B"), ev("C")])),
+                asyncio.ensure_future(store.append_async("b", 1, [ev("B")], status="done")),
+                asyncio.ensure_future(store.append_async("c", 0, [ev("X")])),  # stale
+                asyncio.ensure_future(store.append_async("nope", 0, [ev("X")])),  # unknown
+                asyncio.ensure_future(store.append_async("d", 1, [ev("B")])),
+            ]
+            await asyncio.sleep(0)  # each append task runs up to its submission to the writer
+        return await asyncio.gather(*pending, return_exceptions=True)
+
+    results = asyncio.run(main())
+    assert results[:2] == [3, 2] and results[4] == 2
+    assert isinstance(results[2], ConcurrencyError) and isinstance(results[3], UnknownRun)
+    assert store.transactions - before <= 2  # the first may have been taken alone
+    assert [e.kind for e in store.read("a")] == ["A", "B", "C"]
+    assert [e.kind for e in store.read("c")] == ["A"]  # the stale one wrote nothing
+    assert [e.kind for e in store.read("d")] == ["A", "B"]
+    assert store.run("b").status == "done"
+    assert all(store.verify(run).ok for run in "abcd")
+
+
+def test_the_loop_goes_on_while_another_process_holds_the_write_lock(tmp_path: Path) -> None:
+    db = tmp_path / "log.db"
+    store = SQLiteEventStore(db)
+    store.create_run("r", "task", events=[ev("A")])
+    other = sqlite3.connect(db, isolation_level=None)
+
+    async def main() -> tuple[int, int]:
+        other.execute("BEGIN IMMEDIATE")  # another writer holds the lock
+        append = asyncio.ensure_future(store.append_async("r", 1, [ev("B")], durable=True))
+        ticks = 0
+        while ticks < 50:  # the loop runs other work meanwhile: it is not blocked
+            await asyncio.sleep(0.001)
+            ticks += 1
+        assert not append.done()  # the commit waits for the lock, off the loop
+        other.execute("COMMIT")
+        return ticks, await append
+
+    assert asyncio.run(main()) == (50, 2)
+    assert [e.kind for e in store.read("r")] == ["A", "B"]
+
+
+def test_concurrent_runs_on_one_loop_share_transactions(tmp_path: Path) -> None:
+    store = SQLiteEventStore(tmp_path / "log.db")
+
+    def agent(i: int) -> AgentBuilder:
+        script = [LlmResponse.final_answer(f"{LONG} ({i})")]
+        config = AgentConfig(reflect_every_n_steps=0)
+        return AgentBuilder(f"task {i}").llm(MockLlmCaller(script)).config(config).store(store)
+
+    engines = [agent(i).run_id(f"run{i}").build() for i in range(20)]
+
+    async def main() -> list[str]:
+        return await asyncio.gather(*(e.arun() for e in engines))
+
+    assert asyncio.run(main()) == [f"{LONG} ({i})" for i in range(20)]
+    assert [r.status for r in store.runs()] == ["done"] * 20
+    assert all(store.verify(f"run{i}").ok for i in range(20))
+
+
+def test_sync_appends_from_sync_code_and_inside_a_batch_still_work(tmp_path: Path) -> None:
+    store = SQLiteEventStore(tmp_path / "log.db")
+    store.create_run("r", "task")
+    assert store.append("r", 0, [ev("A")]) == 1
+    with store.batch():
+        store.append("r", 1, [ev("B")])
+        store.create_run("s", "task", events=[ev("A")])
+
+    async def in_batch() -> int:
+        with store.batch():  # an awaited append inside this thread's batch joins the batch
+            return await store.append_async("r", 2, [ev("C")])
+
+    assert asyncio.run(in_batch()) == 3
+    with pytest.raises(ConcurrencyError):
+        store.append("r", 1, [ev("X")])
+    assert [e.kind for e in store.read("r")] == ["A", "B", "C"]
+    store.close()
+    with pytest.raises(Exception, match="closed"):
+        store.append("r", 3, [ev("D")])
