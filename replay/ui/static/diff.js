@@ -7,7 +7,7 @@ async function diffPage(main, a, b) {
     const d = await api(`/api/diff?${new URLSearchParams({ a, b }).toString()}`);
     main.append(el("p", { "data-testid": "relation", text: `A ${d.a} · B ${d.b} — ${d.relation}` }),
       el("p", { text: d.parts_at === null ? "Their facts are identical." : `Same facts up to seq ${d.parts_at - 1}; they part at seq ${d.parts_at}.` }));
-    const outcomes = el("table", { class: "kv" }, el("tr", {}, el("th", {}), el("th", { text: "A" }), el("th", { text: "B" })));
+    const outcomes = el("table", { class: "kv outcomes" }, el("tr", {}, el("th", {}), el("th", { text: "A" }), el("th", { text: "B" })));
     for (const o of d.outcomes) {
       outcomes.append(el("tr", { class: o.a === o.b ? "" : "differs" }, el("th", { text: o.field }), el("td", { text: o.a }), el("td", { text: o.b })));
     }
