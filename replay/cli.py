@@ -16,7 +16,16 @@ import click
 from agentsm import AgentError
 from eventstore import StoreError
 
-from . import cli_change, cli_copy, cli_inspect, cli_list, cli_otel, cli_tail, cli_worker
+from . import (
+    cli_change,
+    cli_copy,
+    cli_inspect,
+    cli_list,
+    cli_otel,
+    cli_tail,
+    cli_ui,
+    cli_worker,
+)
 from .cli_common import common, debugging, example, reset
 from .render import printable
 
@@ -48,6 +57,7 @@ for command in (
     cli_tail.tail_command,
     cli_otel.otel_command,
     cli_copy.copy_command,
+    cli_ui.ui_command,
 ):
     cli.add_command(command)
 

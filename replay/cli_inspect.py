@@ -25,6 +25,7 @@ from .cli_common import (
     plural,
     status_cell,
 )
+from .conversation import conversation_at
 from .diffing import diff_runs
 from .errors import UsageError
 from .recording import Recording
@@ -110,20 +111,12 @@ def memory(run: str, at: int | None, messages: bool, as_json: bool) -> None:
     seq = at if at is not None else store.run(run_id).last_seq
     mem, state = memory_at(store, run_id, seq)
     if messages:
-        sent = mem.build_messages()
-        recording = Recording.load(store, run_id)
-        asked = [
-            e for e in recording.entries if e.seq <= seq and isinstance(e.fact, f.LlmRequested)
-        ]
+        conversation = conversation_at(store, run_id, seq)
+        sent = conversation.messages
         if as_json:
             click.echo(json.dumps(sent, indent=2, ensure_ascii=False))
             return
-        last = asked[-1] if asked else None
-        if last is not None and last.fact.messages_digest == mem.messages_digest():  # type: ignore[union-attr]
-            note = f"as sent by the LLM request at seq {last.seq}"
-        else:
-            note = "what the next LLM request would be sent (no request was made from here)"
-        head = f"run {run_id} at seq {seq}: {plural(len(sent), 'message')}, {note}"
+        head = f"run {run_id} at seq {seq}: {plural(len(sent), 'message')}, {conversation.note}"
         lines: list[str] = [out(head, "bold")]
         for m in sent:
             lines.append(out(f"[{m['role']}]", "cyan"))

@@ -170,4 +170,5 @@ def run_demo(db: str, style: Any, default: str | None = None) -> int:
     where = "" if db == default else f" --db {shlex.quote(db)}"
     for command in (*explore, f"replay {engine.run_id}"):
         print(f"  agentsm{where} {command}")
+    print(f"Or see it in the browser: agentsm{where} ui  (the ui extra: pip install 'agentsm[ui]')")
     return 0 if same and report.identical else 1

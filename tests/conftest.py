@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -160,3 +161,26 @@ def log_url(db_url: str) -> Iterator[str]:
     stores a test opens on it with `tests.stores.connect` are closed after it."""
     yield db_url
     close_opened()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "required_in_ci: skipped where a tool it needs is missing, but a failure under CI=true",
+    )
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """Under CI=true, a test marked `required_in_ci` that skips (its tool is missing) fails:
+    CI installs what these tests need, so a skip there means the install step broke."""
+    outcome: Any = yield
+    report = outcome.get_result()
+    if (
+        report.skipped
+        and item.get_closest_marker("required_in_ci") is not None
+        and os.environ.get("CI", "").lower() == "true"
+    ):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
+        report.outcome = "failed"
+        report.longrepr = f"skipped under CI=true, where it must run: {reason}"

@@ -1,0 +1,153 @@
+"""The write side of the JSON API, open only with `agentsm ui --allow-write`: a human's
+decision on a waiting call and a branch at a fact, recorded by the functions the CLI's
+approve, reject, modify and branch use, so that the log cannot tell where they came from."""
+
+from __future__ import annotations
+
+import threading
+import warnings
+from typing import Any, Literal
+
+from fastapi import APIRouter, HTTPException, Request
+from pydantic import BaseModel, Field
+
+from agentsm import AgentError, LlmResponse
+
+from ..branching import branch_run
+from ..branchnotes import UnusedChange
+from ..cli_change import branch_warnings
+from ..resuming import decide, pending_requests, resume_run
+from ..source import open_store
+from .api import ViewerDep
+
+__all__ = ["BranchRequest", "DecisionRequest", "router"]
+
+router = APIRouter(prefix="/api", tags=["write (--allow-write)"])
+
+READ_ONLY = (
+    "This viewer is read-only: start it with `agentsm ui --allow-write` to approve, reject, "
+    "modify or branch runs from the page."
+)
+
+
+class DecisionRequest(BaseModel):
+    """A human's decision, as `agentsm approve|reject|modify RUN` takes it."""
+
+    verdict: Literal["approved", "rejected", "modified"]
+    call: str | None = Field(
+        default=None, description="the waiting call: its id, a unique prefix, or #N (default: all)"
+    )
+    args: dict[str, Any] | None = Field(default=None, description="with `modified`: new arguments")
+    note: str = ""
+
+
+class BranchRequest(BaseModel):
+    """A branch, as `agentsm branch RUN --at SEQ` takes it: another answer for the next LLM
+    call, or another result for the next tool call."""
+
+    at: int = Field(ge=1)
+    answer: str | None = None
+    tool_result: str | None = None
+
+
+def _writable(request: Request, viewer: Any) -> None:
+    """Refuse a write unless allowed, and unless sent as JSON by a script or the page (a form
+    on another site cannot send JSON without the browser asking this server first)."""
+    if not viewer.allow_write:
+        raise HTTPException(status_code=403, detail=READ_ONLY)
+    if not request.headers.get("content-type", "").startswith("application/json"):
+        raise HTTPException(status_code=415, detail="Send the request body as application/json.")
+
+
+def _go_on(viewer: Any, run_id: str) -> bool:
+    """With the user's agent (`--builder`), continue a decided run in the background as
+    `agentsm resume` does; True when it was started."""
+    if viewer.builder is None or run_id in viewer.running:
+        return False
+
+    def work() -> None:
+        try:
+            resume_run(viewer.db, run_id, viewer.builder)
+        except AgentError:
+            pass  # waiting again, or failed: the log says so and the page shows it
+        finally:
+            viewer.running.pop(run_id, None)
+
+    thread = threading.Thread(target=work, name=f"resume-{run_id}", daemon=True)
+    viewer.running[run_id] = thread
+    thread.start()
+    return True
+
+
+@router.post("/runs/{run}/decision")
+def decision(
+    request: Request, viewer: ViewerDep, run: str, body: DecisionRequest
+) -> dict[str, Any]:
+    """Record a decision on the calls the run waits on (`replay.decide`, as the CLI does).
+    When nothing is left waiting and the viewer has the user's agent, the run goes on here
+    (as `agentsm resume`); otherwise a worker or `agentsm resume` continues it."""
+    _writable(request, viewer)
+    if body.verdict == "modified" and body.args is None:
+        raise HTTPException(status_code=400, detail="modify needs the replacement arguments.")
+    store = open_store(viewer.db)
+    try:
+        run_id = store.resolve(run)
+        made = decide(
+            store, run_id, body.verdict, args=body.args, call_id=body.call, note=body.note
+        )
+        left = pending_requests(store, run_id)
+    finally:
+        store.close()
+    resumed = not left and _go_on(viewer, run_id)
+    return {
+        "run_id": run_id,
+        "decided": [{"call_id": d.call_id, "verdict": d.verdict} for d in made],
+        "still_waiting": [r.call.id for r in left],
+        "resumed": resumed,
+        "next": (
+            "the run goes on here"
+            if resumed
+            else "still waiting"
+            if left
+            else f"recorded; continue with: agentsm resume {run_id} --builder ... "
+            "(or a worker takes it)"
+        ),
+    }
+
+
+@router.post("/runs/{run}/branch")
+def branch(request: Request, viewer: ViewerDep, run: str, body: BranchRequest) -> dict[str, Any]:
+    """Start a new run from fact `at` with the change (`replay.branch_run`, as `agentsm
+    branch` does, serving the parent's recorded effects after it) and run it to its end."""
+    _writable(request, viewer)
+    if body.answer is None and body.tool_result is None:
+        raise HTTPException(
+            status_code=400, detail="Give the branch a change: an answer or a tool_result."
+        )
+    response = LlmResponse.final_answer(body.answer) if body.answer is not None else None
+    store = open_store(viewer.db)
+    try:
+        run_id = store.resolve(run)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", UnusedChange)
+            new_id = branch_run(
+                store,
+                run_id,
+                body.at,
+                llm_response=response,
+                tool_result=body.tool_result,
+                builder=viewer.builder,
+                live_tools=False,
+            )
+        record = store.run(new_id)
+        notes = branch_warnings(store, new_id, answered=response is not None, live_llm=False)
+    finally:
+        store.close()
+    notes += [str(w.message) for w in caught if isinstance(w.message, UnusedChange)]
+    return {
+        "run_id": new_id,
+        "status": record.shown_status,
+        "answer": record.summary.answer,
+        "error": record.summary.error,
+        "warnings": notes,
+    }
