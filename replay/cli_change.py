@@ -306,7 +306,8 @@ def _decision(verdict: Literal["approved", "rejected", "modified"], name: str) -
                 + ", ".join(f"#{n} {r.call.id}" for n, r in enumerate(left, start=1))
             )
             if left
-            else f"recorded; continue with: agentsm resume {run} --builder ..."
+            else f"recorded (status ready): a running `agentsm worker` takes it up, or continue "
+            f"with: agentsm resume {run} --builder ..."
         )
 
     if verdict == "modified":
