@@ -2,18 +2,25 @@
 
 Nothing is committed that cannot be read back: `encode` checks that decoding its own output
 gives the same fact and raises `UnrecordableFact` otherwise (NaN, infinity, a lone surrogate, a
-value JSON cannot hold). Each kind of fact has a version (`version` on its class); `decode` turns
+value JSON cannot hold). A fact whose fields are all plain (text, whole numbers, booleans, fixed
+choices of text, None, tuples of text), with no validator that could change a value on the way
+back, is checked by its values' exact types instead: JSON gives such values back exactly (a lone
+surrogate cannot even be written), so decoding again would only repeat what the types prove.
+
+Each kind of fact has a version (`version` on its class); `decode` turns
 an older version into the current one through the registered upcasters, and refuses a version
 newer than this code with `FactVersionTooNew`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
 from collections.abc import Callable, Iterable
-from typing import Annotated, Any, Union
+from types import NoneType, UnionType
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
@@ -80,6 +87,53 @@ def value_problem(value: Any, path: str = "value") -> str | None:
     return f"{path} is a {type(value).__name__} ({_show(value)}), which JSON cannot hold"
 
 
+Check = Callable[[Any], bool]
+"""Whether a field's value is one JSON gives back exactly, as its type says."""
+
+_INTS = 2**53  # beyond this, other JSON readers lose digits: the full check decides
+
+
+def _exact(kind: type) -> Check:
+    if kind is int:
+        return lambda v: type(v) is int and -_INTS < v < _INTS
+    return lambda v: type(v) is kind
+
+
+def _check(annotation: Any) -> Check | None:
+    """How to check a value of `annotation` exactly, or None when it is not plain."""
+    if annotation in (str, bool, int):
+        return _exact(annotation)
+    origin, args = get_origin(annotation), get_args(annotation)
+    if origin is Literal and all(type(a) is str for a in args):
+        allowed = frozenset(args)
+        return lambda v: type(v) is str and v in allowed
+    if origin in (Union, UnionType) and len(args) == 2 and NoneType in args:
+        inner = _check(next(a for a in args if a is not NoneType))
+        if inner is not None:
+            checked = inner
+            return lambda v: v is None or checked(v)
+    if origin is tuple and args in ((str, Ellipsis),):
+        return lambda v: type(v) is tuple and all(type(x) is str for x in v)
+    return None
+
+
+def _plain(model: type[BaseModel]) -> tuple[tuple[str, Check], ...] | None:
+    """The exact checks of a model's fields when all are plain and nothing can change a value
+    as it is read back (no validator, no constraint, no alias), else None."""
+    decorators = model.__pydantic_decorators__
+    hooks = (getattr(decorators, f.name) for f in dataclasses.fields(decorators))
+    settings = set(model.model_config) - {"frozen", "extra"}  # others may change a value
+    if any(hooks) or settings or model.model_config.get("extra") == "allow":
+        return None
+    checks = []
+    for name, info in model.model_fields.items():
+        check = _check(info.annotation)
+        if check is None or info.metadata or info.alias or info.serialization_alias:
+            return None
+        checks.append((name, check))
+    return tuple(checks)
+
+
 def _kind(value: Any) -> str:
     """The JSON name of a value's type (a read-only list is a list)."""
     for plain in (dict, list):
@@ -136,6 +190,7 @@ class FactCodec:
         self._validate_json = self.adapter.validator.validate_json  # without the adapter's
         # own wrapper, which costs about a fifth of decoding a small fact
         self.upcasters: dict[tuple[str, int], Upcaster] = {}
+        self._plain = {m: checks for m in models if (checks := _plain(m)) is not None}
 
     def register(self, kind: str, version: int) -> Callable[[Upcaster], Upcaster]:
         """Decorator: `func` turns `kind` at `version` into `kind` at `version + 1`."""
@@ -158,6 +213,11 @@ class FactCodec:
         except ValueError:  # pydantic's serialization errors derive from ValueError
             found = value_problem(fact, kind) or f"{kind} cannot be written as JSON"
             raise UnrecordableFact(kind, found) from None
+        plain = self._plain.get(type(fact))
+        if plain is not None:
+            values = fact.__dict__
+            if all(check(values[name]) for name, check in plain):
+                return text
         try:
             back = self._validate_json(text)
         except ValidationError:

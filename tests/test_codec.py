@@ -187,3 +187,21 @@ def test_every_fact_of_a_run_reads_back_as_it_was_recorded(tmp_path: Path) -> No
     engine.run()
     memory, _ = fold_with_state(engine.trace().facts())
     assert memory == engine.memory
+
+
+@pytest.mark.filterwarnings("ignore:Pydantic serializer warnings")
+def test_plain_facts_are_checked_by_their_values_types_and_still_refuse_what_cannot_read_back() -> (
+    None
+):
+    assert f.Transitioned in FACTS._plain and f.StepStarted in FACTS._plain
+    assert f.ToolExecuted not in FACTS._plain  # a call's arguments are any JSON
+    good = f.Transitioned(from_state="Planning", event="tool_calls", to_state="Acting")
+    assert FACTS.decode(FACTS.encode(good), "Transitioned", FACTS.version("Transitioned")) == good
+    with pytest.raises(UnrecordableFact, match="surrogate"):
+        FACTS.encode(f.FinalAnswerProduced(content="a lone \ud800 surrogate"))
+    # values that bypassed validation fall back to the full check, which names them
+    wrong = f.StepStarted.model_construct(step=1.5)
+    with pytest.raises(UnrecordableFact, match="StepStarted"):
+        FACTS.encode(wrong)
+    huge = f.StepStarted.model_construct(step=2**70)  # beyond the exact check: decoded again
+    assert FACTS.decode(FACTS.encode(huge), "StepStarted") == huge
