@@ -87,6 +87,9 @@ def value_problem(value: Any, path: str = "value") -> str | None:
     return f"{path} is a {type(value).__name__} ({_show(value)}), which JSON cannot hold"
 
 
+_KIND = {"kind"}
+"""What `encode` leaves out of every payload: the event names the kind."""
+
 Check = Callable[[Any], bool]
 """Whether a field's value is one JSON gives back exactly, as its type says."""
 
@@ -117,6 +120,10 @@ def _check(annotation: Any) -> Check | None:
     return None
 
 
+def _accepts_none(annotation: Any) -> bool:
+    return get_origin(annotation) in (Union, UnionType) and NoneType in get_args(annotation)
+
+
 def _plain(model: type[BaseModel]) -> tuple[tuple[str, Check], ...] | None:
     """The exact checks of a model's fields when all are plain and nothing can change a value
     as it is read back (no validator, no constraint, no alias), else None."""
@@ -128,7 +135,10 @@ def _plain(model: type[BaseModel]) -> tuple[tuple[str, Check], ...] | None:
     checks = []
     for name, info in model.model_fields.items():
         check = _check(info.annotation)
-        if check is None or info.metadata or info.alias or info.serialization_alias:
+        shaped = info.metadata or info.alias or info.serialization_alias or info.default_factory
+        none_lost = info.is_required() or info.default is not None  # a None left out comes
+        # back as the default: exact only when that is None (a value never is None otherwise)
+        if check is None or shaped or (none_lost and _accepts_none(info.annotation)):
             return None
         checks.append((name, check))
     return tuple(checks)
@@ -187,8 +197,13 @@ class FactCodec:
         }
         union: Any = Union[models]  # noqa: UP007 - a union built from a runtime tuple
         self.adapter: TypeAdapter[Any] = TypeAdapter(Annotated[union, Field(discriminator="kind")])
-        self._validate_json = self.adapter.validator.validate_json  # without the adapter's
-        # own wrapper, which costs about a fifth of decoding a small fact
+        self.models: dict[str, type[BaseModel]] = {
+            m.model_fields["kind"].default: m for m in models
+        }
+        self._json = {k: m.__pydantic_validator__.validate_json for k, m in self.models.items()}
+        self._python = {k: m.__pydantic_validator__.validate_python for k, m in self.models.items()}
+        # each kind's own validator: the payload need not name its kind (the event does), and
+        # no discriminated union is searched
         self.upcasters: dict[tuple[str, int], Upcaster] = {}
         self._plain = {m: checks for m in models if (checks := _plain(m)) is not None}
 
@@ -206,10 +221,12 @@ class FactCodec:
         return self.versions[kind]
 
     def encode(self, fact: BaseModel) -> str:
-        """The fact as JSON text, after checking that it decodes to the same fact."""
+        """The fact as JSON text, after checking that it decodes to the same fact. The kind
+        (the event names it) and fields that are None are left out, decoding restores them;
+        where it would not (a None whose default is not None), every field is written."""
         kind = str(getattr(fact, "kind", type(fact).__name__))
         try:
-            text = fact.model_dump_json()
+            text = fact.model_dump_json(exclude_none=True, exclude=_KIND)
         except ValueError:  # pydantic's serialization errors derive from ValueError
             found = value_problem(fact, kind) or f"{kind} cannot be written as JSON"
             raise UnrecordableFact(kind, found) from None
@@ -218,16 +235,25 @@ class FactCodec:
             values = fact.__dict__
             if all(check(values[name]) for name, check in plain):
                 return text
-        try:
-            back = self._validate_json(text)
-        except ValidationError:
-            back = None
+        back = self._back(kind, text)
+        if back == fact:
+            return text
+        text = fact.model_dump_json()  # every field, None included
+        back = self._back(kind, text)
         if back != fact:
             problem = value_problem(fact, kind)
             if problem is None and back is not None:
                 problem = _difference(fact, back, kind)
             raise UnrecordableFact(kind, problem or f"{kind} does not read back as written")
         return text
+
+    def _back(self, kind: str, text: str) -> Any:
+        """The fact `text` decodes to as `kind`, or None when it does not decode."""
+        validate = self._json.get(kind)
+        try:
+            return validate(text) if validate is not None else None
+        except ValidationError:
+            return None
 
     def decode(
         self, payload: str, kind: str, version: int = 1, *, run_id: str = "", seq: int = 0
@@ -243,7 +269,7 @@ class FactCodec:
             raise FactVersionTooNew(run_id, seq, kind, version, current)
         try:
             if version == current:
-                return self._validate_json(payload)
+                return self._json[kind](payload)
             data = json.loads(payload)
             for step in range(version, current):
                 upcast = self.upcasters.get((kind, step))
@@ -252,7 +278,7 @@ class FactCodec:
                         run_id, seq, kind, f"no upcaster turns version {step} into {step + 1}"
                     )
                 data = upcast(data)
-            return self.adapter.validate_python(data)
+            return self._python[kind](data)
         except (ValidationError, ValueError, KeyError, TypeError) as e:
             reason = e.errors()[0]["msg"] if isinstance(e, ValidationError) else repr(e)
             where = ""

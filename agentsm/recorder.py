@@ -33,8 +33,8 @@ def encode_meta(state: str, step: int, metrics: dict[str, Any] | None = None) ->
         name = json.dumps(str(state))
         if len(_STATE_JSON) < 1000:  # the states of the tables in use
             _STATE_JSON[state] = name
-    meta = f'{{"state": {name}, "step": {step}'
-    return meta + (f', "metrics": {json.dumps(metrics)}}}' if metrics else "}")
+    meta = f'{{"state":{name},"step":{step}'
+    return meta + (f',"metrics":{json.dumps(metrics, separators=(",", ":"))}}}' if metrics else "}")
 
 
 class Recorder:

@@ -349,11 +349,11 @@ def test_the_hash_of_an_event_never_changes(event: tuple[Any, ...], expected: st
                 '{"state": "Acting", "step": 3, "metrics": {"duration_ms": 0.25}}',
                 1700000000.125,
             ),
-            "2:45fceebf5c2820ad494d7f795c56f315dd80458cd42f60b07db1ad87cd108fed",
+            "2:Rfzuv1woIK1JTX95XFbzFd2ARYzUL2CwfbGth80Qj-0",
         ),
         (
             ("ab" * 32, "r", 2, "X", 1, "not json", {"state": "Idle", "step": 0}, 0.0),
-            "2:87a71284bcb64dd7a01419c261b211f09bd0dda0c0d45779fb433599c7dffd7a",
+            "2:h6cShLy2TdegFBnCYbIR8JvQ3aDA1Fd5-0M1mcff_Xo",
         ),
     ],
 )
