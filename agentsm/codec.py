@@ -7,9 +7,9 @@ choices of text, None, tuples of text), with no validator that could change a va
 back, is checked by its values' exact types instead: JSON gives such values back exactly (a lone
 surrogate cannot even be written), so decoding again would only repeat what the types prove.
 
-Each kind of fact has a version (`version` on its class); `decode` turns
-an older version into the current one through the registered upcasters, and refuses a version
-newer than this code with `FactVersionTooNew`.
+Each kind of fact has a version (`version` on its class); `decode` turns an older version into
+the current one through the registered upcasters, and refuses a version newer than this code
+with `FactVersionTooNew`.
 """
 
 from __future__ import annotations
@@ -200,6 +200,7 @@ class FactCodec:
         self.models: dict[str, type[BaseModel]] = {
             m.model_fields["kind"].default: m for m in models
         }
+        """The fact model of each kind."""
         self._json = {k: m.__pydantic_validator__.validate_json for k, m in self.models.items()}
         self._python = {k: m.__pydantic_validator__.validate_python for k, m in self.models.items()}
         # each kind's own validator: the payload need not name its kind (the event does), and
