@@ -1,8 +1,8 @@
 """What the run catalog keeps of a run (its `RunSummary`), computed from memory in one place.
 
-The recorder writes `summary_of(memory, ...)` with every commit, so a listing reads the catalog
-and never folds a log. Runs logged before the catalog kept summaries are folded once by
-`backfill`, which the command line runs when it opens a log it may write.
+The recorder writes `summary_of(memory, ...)` with each commit that changes it, so a listing
+reads the catalog and never folds a log. Runs logged before the catalog kept summaries are
+folded once by `backfill`, which the command line runs when it opens a log it may write.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from eventstore import AsyncAppend, EventStore, NewEvent, StoreError
+from eventstore import AsyncAppend, EventStore, NewEvent, RunSummary, StoreError
 
 from .catalog import summary_of
 from .codec import value_problem
@@ -33,8 +33,8 @@ def encode_meta(state: str, step: int, metrics: dict[str, Any] | None = None) ->
         name = json.dumps(str(state))
         if len(_STATE_JSON) < 1000:  # the states of the tables in use
             _STATE_JSON[state] = name
-    meta = f'{{"state": {name}, "step": {step}'
-    return meta + (f', "metrics": {json.dumps(metrics)}}}' if metrics else "}")
+    meta = f'{{"state":{name},"step":{step}'
+    return meta + (f',"metrics":{json.dumps(metrics, separators=(",", ":"))}}}' if metrics else "}")
 
 
 class Recorder:
@@ -65,6 +65,7 @@ class Recorder:
         self._claimed = False  # whether this recorder's store drives the run (see flush)
         self._status: str | None = None  # a status the next commit sets (see `driving`)
         self._async = isinstance(store, AsyncAppend)  # awaitable appends, any thread
+        self._shown: RunSummary | None = None  # the summary the catalog has from this recorder
         self.observers: list[Callable[[int, str, Fact, AgentMemory], None]] = []
 
     def record(self, fact: Fact, state: str, metrics: dict[str, Any] | None = None) -> None:
@@ -110,14 +111,16 @@ class Recorder:
         """Add the run to the catalog with the buffered facts in one transaction, so that no
         reader sees the run before its first facts and a crash leaves no empty run; then drive
         it (`claim`), unless it is left for a worker."""
+        summary = summary_of(self.memory)
         self.store.create_run(
             self.run_id,
             task,
             created_at=created_at,
             events=self._pending,
             status=status,
-            summary=summary_of(self.memory),
+            summary=summary,
         )
+        self._shown = summary
         self.seq = len(self._pending)
         self._pending.clear()
         if claim:
@@ -137,14 +140,16 @@ class Recorder:
         if not self._claimed:  # refused while another live process drives the run
             self.store.claim(self.run_id)
             self._claimed = True
+        summary = self._summary()
         self.seq = self.store.append(
             self.run_id,
             self.seq,
             events,
             status=status,
             durable=effect or handed_back,
-            summary=summary_of(self.memory),
+            summary=summary,
         )
+        self._shown = summary or self._shown
         del self._pending[: len(events)]
         self._status = None
         if handed_back:
@@ -164,19 +169,21 @@ class Recorder:
             await self._off_loop(lambda: self.store.claim(self.run_id))
             self._claimed = True
         durable = effect or handed_back
-        summary = summary_of(self.memory)
+        summary = self._summary()
         if not self._async:
             self.seq = self.store.append(
                 self.run_id, self.seq, events, status=status, durable=durable, summary=summary
             )
+            self._shown = summary or self._shown
             del self._pending[: len(events)]
             self._status = None
         else:  # taken as committed meanwhile: a cancelled wait still ends with the append done
             appender: AsyncAppend = self.store  # type: ignore[assignment]
-            expected, waiting = self.seq, self._status
+            expected, waiting, shown = self.seq, self._status, self._shown
             self.seq += len(events)
             del self._pending[: len(events)]
             self._status = None
+            self._shown = summary or self._shown
             try:
                 await appender.append_async(
                     self.run_id, expected, events, status=status, durable=durable, summary=summary
@@ -184,11 +191,17 @@ class Recorder:
             except asyncio.CancelledError:
                 raise
             except BaseException:
-                self.seq, self._status = expected, waiting
+                self.seq, self._status, self._shown = expected, waiting, shown
                 self._pending[:0] = events
                 raise
         if handed_back:
             await self._off_loop(self.release)
+
+    def _summary(self) -> RunSummary | None:
+        """The run's summary for the next commit, or None when the catalog shows it already
+        (written by an earlier commit of this recorder): most commits change nothing it shows."""
+        summary = summary_of(self.memory)
+        return None if summary == self._shown else summary
 
     def _batch(self, status: str | None) -> tuple[list[NewEvent] | None, str | None, bool]:
         """What the next commit appends (None: nothing to do), its status, and whether that

@@ -111,6 +111,8 @@ class Redactor:
         """The call with the real arguments this process redacted from it (or as it is);
         `ordinal` tells apart calls that look the same once redacted (same id, same redacted
         arguments): the n-th of them in the plan gets the n-th real arguments."""
+        if not self._originals:  # nothing was redacted from a call: no key to build
+            return call
         originals = self._originals.get(_key(call.id, call.model_dump(mode="json")["args"]))
         if not originals:
             return call

@@ -1,15 +1,28 @@
 """Tamper evidence: each event carries a SHA-256 hash chained to its run's previous event.
 
 The hash covers the previous hash, the run id, the seq, the kind, the version, the payload, the
-envelope metadata and the recording time, in a canonical JSON encoding (sorted keys, no spaces,
-text as UTF-8), so it survives an export and an import that keep the values but not the bytes.
+envelope metadata and the recording time. Two versions of the hash exist, and each event's hash
+says which it is, so a run may hold both (a log recorded by an earlier release, continued by
+this one) and no migration is needed on any backend:
+
+- version 1 (64 hex digits, earlier releases): the SHA-256 of the canonical JSON (sorted keys,
+  no spaces, text as UTF-8) of all eight, the payload and the metadata parsed first;
+- version 2 (`"2:"` and 43 characters, what is written now): the SHA-256 (in unpadded
+  URL-safe base64, a third shorter than hex) of the eight fields, each length-prefixed, the
+  payload as the very text stored (it is not parsed, which made version 1 cost some 4 us per
+  event) and the metadata in canonical JSON (the store hands it back parsed; its few repeated
+  texts are canonicalised once).
+
 An edit, a deletion or a reordering of facts breaks the chain at the first changed event; a
 rewrite of the whole chain from there on, consistently, does not (compare the head hash with a
-copy kept elsewhere for that).
+copy kept elsewhere for that). An export carries a version-2 payload's exact text when parsing
+and re-encoding it would not give the same bytes back (`exact_text`), so the hashes survive an
+export and an import.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import math
@@ -17,9 +30,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .records import StoredEvent
+from .records import NewEvent, StoredEvent
 
-__all__ = ["GENESIS", "ChainBreak", "ChainReport", "check_chain", "link"]
+__all__ = [
+    "GENESIS",
+    "V2",
+    "ChainBreak",
+    "ChainReport",
+    "chained",
+    "check_chain",
+    "exact_text",
+    "link",
+    "link_v1",
+    "relink",
+]
 
 GENESIS = ""
 """The previous hash of a run's first hashed event."""
@@ -53,7 +77,7 @@ def _meta(meta: str | dict[str, Any]) -> str:
     return found
 
 
-def link(
+def link_v1(
     previous: str,
     run_id: str,
     seq: int,
@@ -82,9 +106,84 @@ def link(
     return hashlib.sha256(f"[{body}]".encode("utf-8", "surrogatepass")).hexdigest()
 
 
+V2 = "2:"
+"""How a version-2 hash begins (a version-1 hash is 64 hex digits)."""
+
+
+def link(
+    previous: str,
+    run_id: str,
+    seq: int,
+    kind: str,
+    version: int,
+    payload: str,
+    meta: str | dict[str, Any],
+    recorded_at: float,
+) -> str:
+    """The version-2 hash of one event, chained to `previous` (the hash of the event before
+    it): `"2:"` and the SHA-256 (unpadded URL-safe base64) of the eight fields, each as its
+    length, a colon and its text, the payload as stored and the meta in canonical JSON."""
+    at = float(recorded_at)
+    fields = (
+        previous,
+        run_id,
+        int.__repr__(seq),
+        kind,
+        int.__repr__(version),
+        payload,
+        _meta(meta),
+        float.__repr__(at) if math.isfinite(at) else _canonical(at),
+    )
+    body = "".join([f"{len(f)}:{f}" for f in fields])
+    digest = hashlib.sha256(body.encode("utf-8", "surrogatepass")).digest()
+    return V2 + base64.urlsafe_b64encode(digest).decode("ascii").rstrip("=")
+
+
+def chained(previous: str, run_id: str, seq: int, event: NewEvent) -> str:
+    """The hash a store gives a new event after `previous`, in the version it asks for."""
+    hashed = link if event.chain == 2 else link_v1
+    return hashed(
+        previous,
+        run_id,
+        seq,
+        event.kind,
+        event.version,
+        event.payload,
+        event.meta,
+        event.recorded_at,
+    )
+
+
+def exact_text(payload: str) -> str | None:
+    """The payload's text when compact JSON re-encoding of its value would not give the same
+    bytes (an export carries it so that a version-2 hash survives an import), else None."""
+    try:
+        same = json.dumps(json.loads(payload), separators=(",", ":"), ensure_ascii=False)
+    except ValueError:
+        return payload
+    return None if same == payload else payload
+
+
+def relink(
+    given: str,
+    previous: str,
+    run_id: str,
+    seq: int,
+    kind: str,
+    version: int,
+    payload: str,
+    meta: str | dict[str, Any],
+    recorded_at: float,
+) -> str:
+    """The hash an event should have, computed in the version its `given` hash states."""
+    hashed = link if given.startswith(V2) else link_v1
+    return hashed(previous, run_id, seq, kind, version, payload, meta, recorded_at)
+
+
 def hash_of(previous: str, event: StoredEvent) -> str:
-    """`link` for a stored event."""
-    return link(
+    """The hash a stored event should have, in the version its own hash states."""
+    return relink(
+        event.hash or "",
         previous,
         event.run_id,
         event.seq,

@@ -13,7 +13,7 @@ from typing import Any
 
 import psycopg
 
-from .chain import GENESIS, ChainReport, check_chain, link
+from .chain import GENESIS, ChainReport, chained, check_chain
 from .driver import Driver
 from .errors import (
     AmbiguousRunId,
@@ -539,7 +539,7 @@ def _chain(
     to the one before, and the last hash."""
     columns: list[list[Any]] = [[], [], [], [], [], [], []]
     for seq, e in enumerate(events, start=after + 1):
-        previous = link(previous, run_id, seq, e.kind, e.version, e.payload, e.meta, e.recorded_at)
+        previous = chained(previous, run_id, seq, e)
         for column, value in zip(
             columns,
             (seq, e.kind, e.payload, e.meta, e.recorded_at, e.version, previous),

@@ -20,7 +20,7 @@ from typing import Any, Literal, TypeVar
 
 import sqlite_utils
 
-from .chain import GENESIS, ChainReport, check_chain, link
+from .chain import GENESIS, ChainReport, chained, check_chain
 from .driver import Driver
 from .errors import (
     AmbiguousRunId,
@@ -901,7 +901,7 @@ def _insert(conn: sqlite3.Connection, run_id: str, after: int, events: Sequence[
     previous = row[0] if row is not None and row[0] else GENESIS
     rows = []
     for seq, e in enumerate(events, start=after + 1):
-        previous = link(previous, run_id, seq, e.kind, e.version, e.payload, e.meta, e.recorded_at)
+        previous = chained(previous, run_id, seq, e)
         rows.append((run_id, seq, e.kind, e.payload, e.meta, e.recorded_at, e.version, previous))
     conn.executemany(
         "INSERT INTO events (run_id, seq, kind, payload, meta, recorded_at, version, hash) "

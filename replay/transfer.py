@@ -17,7 +17,7 @@ from agentsm import UnreadableFact
 from agentsm.catalog import backfill
 from agentsm.facts import FACTS
 from eventstore import EventStore, NewEvent, RunSummary, StoredEvent
-from eventstore.chain import GENESIS, link
+from eventstore.chain import GENESIS, V2, exact_text, relink
 
 from .errors import ImportRefused
 from .source import resolve_run
@@ -46,18 +46,19 @@ def export_run(store: EventStore, run_id: str) -> Iterator[str]:
         line["summary"] = asdict(record.summary)
     yield json.dumps(line)
     for e in events:
-        yield json.dumps(
-            {
-                "type": "event",
-                "seq": e.seq,
-                "kind": e.kind,
-                "payload": json.loads(e.payload),
-                "meta": e.meta,
-                "recorded_at": e.recorded_at,
-                "version": e.version,
-                "hash": e.hash,
-            }
-        )
+        fact = {
+            "type": "event",
+            "seq": e.seq,
+            "kind": e.kind,
+            "payload": json.loads(e.payload),
+            "meta": e.meta,
+            "recorded_at": e.recorded_at,
+            "version": e.version,
+            "hash": e.hash,
+        }
+        if e.hash is not None and e.hash.startswith(V2) and (text := exact_text(e.payload)):
+            fact["payload_text"] = text  # the bytes its hash covers, which re-encoding loses
+        yield json.dumps(fact)
 
 
 @dataclass
@@ -113,17 +114,26 @@ def _event(run: _Run, item: dict[str, Any]) -> NewEvent:
     ):
         raise ValueError("a fact needs its meta (an object) and recorded_at (a number)")
     payload = json.dumps(item.get("payload"), separators=(",", ":"), ensure_ascii=False)
+    text = item.get("payload_text")
+    if text is not None:
+        if not isinstance(text, str) or json.loads(text) != item.get("payload"):
+            raise ValueError("payload_text is not the text of the fact's payload")
+        payload = text
     FACTS.decode(payload, kind, version, run_id=run.run_id, seq=seq)  # it must read back
     if seq == 1 and kind != "RunStarted":
         raise ValueError(f"run {run.run_id} begins with {kind}, not RunStarted")
-    event = NewEvent(kind, payload, json.dumps(item["meta"]), item["recorded_at"], version)
     given = item.get("hash")
+    old = isinstance(given, str) and not given.startswith(V2)  # keeps its version-1 hash
+    meta = json.dumps(item["meta"])
+    event = NewEvent(kind, payload, meta, item["recorded_at"], version, 1 if old else 2)
     if given is None:
         if run.previous != GENESIS:
             raise ValueError(f"seq {seq} ({kind}) has no hash, though the facts before it do")
         return event
-    hashed = link(
-        run.previous, run.run_id, seq, kind, version, payload, event.meta, event.recorded_at
+    if not isinstance(given, str):
+        raise ValueError(f"seq {seq} ({kind}) has a hash that is not text")
+    hashed = relink(
+        given, run.previous, run.run_id, seq, kind, version, payload, event.meta, event.recorded_at
     )
     if given != hashed:
         raise ValueError(

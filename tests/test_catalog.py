@@ -7,6 +7,7 @@ import json
 import shutil
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -193,3 +194,27 @@ def test_the_first_search_indexes_the_facts_logged_before_the_index(tmp_path: Pa
     expected = json.loads((LEGACY / "expected.json").read_text())
     answered = [run_id for run_id, run in expected.items() if run["final_answer"]]
     assert "answer" in {h[0] for h in hits} and {h[0] for h in hits} <= set(answered)
+
+
+class SummaryWatch(SQLiteEventStore):
+    """The real store, checking after each commit that the catalog reads as the fold."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.sent: list[RunSummary | None] = []
+
+    async def append_async(self, run_id: str, expected_seq: int, events: Any, **kw: Any) -> int:
+        self.sent.append(kw.get("summary"))
+        seq = await super().append_async(run_id, expected_seq, events, **kw)
+        assert self.run(run_id).summary == folded(self, run_id)
+        return seq
+
+
+def test_a_commit_that_changes_nothing_the_catalog_shows_writes_no_summary(
+    tmp_path: Path,
+) -> None:
+    store = SummaryWatch(tmp_path / "log.db")
+    with pytest.raises(AgentFailed):  # it stops at its step limit
+        SCENARIOS["max_steps"]().store(store).build().run()
+    assert None in store.sent and any(s is not None for s in store.sent)
+    assert store.run(store.runs()[0].run_id).summary == folded(store, store.runs()[0].run_id)

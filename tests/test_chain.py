@@ -13,7 +13,7 @@ import pytest
 
 from agentsm import AgentBuilder, LlmResponse, MockLlmCaller, tool
 from eventstore import NewEvent, SQLiteEventStore, StoreError
-from eventstore.chain import GENESIS, link
+from eventstore.chain import GENESIS, V2, link, link_v1
 from replay import ImportRefused, branch_run, decide, export_run, import_runs, replay_run
 from replay.cli import main
 
@@ -331,5 +331,83 @@ def test_a_run_already_in_the_database_is_said_so_not_to_be_exported_again(
 )
 def test_the_hash_of_an_event_never_changes(event: tuple[Any, ...], expected: str) -> None:
     # logs recorded by earlier releases verify only while these stay the same
+    assert link_v1(*event) == expected
+    assert link_v1(*event) == expected  # a second time, from the envelope cache
+
+
+@pytest.mark.parametrize(
+    ("event", "expected"),
+    [
+        (
+            (
+                "",
+                "run-é",
+                1,
+                "ToolExecuted",
+                2,
+                '{"b": 1, "a": [1.5, 1e-7, "é"], "c": {"z": null, "y": true}}',
+                '{"state": "Acting", "step": 3, "metrics": {"duration_ms": 0.25}}',
+                1700000000.125,
+            ),
+            "2:Rfzuv1woIK1JTX95XFbzFd2ARYzUL2CwfbGth80Qj-0",
+        ),
+        (
+            ("ab" * 32, "r", 2, "X", 1, "not json", {"state": "Idle", "step": 0}, 0.0),
+            "2:h6cShLy2TdegFBnCYbIR8JvQ3aDA1Fd5-0M1mcff_Xo",
+        ),
+    ],
+)
+def test_the_version_2_hash_of_an_event_never_changes(
+    event: tuple[Any, ...], expected: str
+) -> None:
     assert link(*event) == expected
-    assert link(*event) == expected  # a second time, from the envelope cache
+
+
+def test_a_version_2_hash_covers_the_payload_text_and_its_field_boundaries() -> None:
+    base = ("", "r", 1, "X", 1, '{"a":1}', {"state": "Idle"}, 1.0)
+    same_value = ("", "r", 1, "X", 1, '{"a": 1}', {"state": "Idle"}, 1.0)
+    shifted = ("", "r", 1, "X1", 1, '{"a":1}', {"state": "Idle"}, 1.0)
+    assert link(*base).startswith(V2)
+    assert link(*base) != link(*same_value)  # the bytes are what is hashed
+    assert link(*base) != link(*shifted)
+    # the meta is hashed by value: the store hands it back parsed
+    assert link(*base) == link("", "r", 1, "X", 1, '{"a":1}', '{"state": "Idle"}', 1.0)
+
+
+def test_a_run_recorded_in_version_1_continues_in_version_2_and_verifies(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "log.db"
+    record(db)
+    conn = sqlite3.connect(db)
+    rows = conn.execute(
+        "SELECT seq, kind, version, payload, meta, recorded_at FROM events ORDER BY seq"
+    ).fetchall()
+    previous = GENESIS
+    tamper(db)  # drop the triggers, then rewrite the first half in version 1
+    conn = sqlite3.connect(db)
+    for seq, kind, version, payload, meta, at in rows[:8]:
+        previous = link_v1(previous, "r", seq, kind, version, payload, meta, at)
+        conn.execute("UPDATE events SET hash = ? WHERE seq = ?", (previous, seq))
+    for seq, kind, version, payload, meta, at in rows[8:]:
+        spaced = json.dumps(json.loads(payload))  # as another writer may encode it
+        previous = link(previous, "r", seq, kind, version, spaced, meta, at)
+        conn.execute(
+            "UPDATE events SET hash = ?, payload = ? WHERE seq = ?", (previous, spaced, seq)
+        )
+    conn.commit()
+    conn.close()
+    store = SQLiteEventStore(db)
+    assert store.verify("r").ok
+    lines = list(export_run(store, "r"))
+    assert ["payload_text" in json.loads(line) for line in lines[1:]] == [False] * 8 + [True] * (
+        len(rows) - 8
+    )
+    copy = SQLiteEventStore(tmp_path / "copy.db")
+    import_runs(copy, lines)
+    assert [e.hash for e in copy.read("r")] == [e.hash for e in store.read("r")]
+    assert copy.verify("r").ok
+    store.close()
+    tamper(db, "UPDATE events SET payload = payload || ' ' WHERE seq = 10")  # same value
+    report = SQLiteEventStore(db, read_only=True).verify("r")
+    assert report.broken is not None and report.broken.seq == 10

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
+from pydantic import BaseModel
 
 from agentsm import (
     AgentBuilder,
@@ -21,7 +22,7 @@ from agentsm import (
     tool,
 )
 from agentsm import facts as f
-from agentsm.codec import clean_text, value_problem
+from agentsm.codec import FactCodec, clean_text, value_problem
 from agentsm.context import UNRECORDABLE
 from agentsm.facts import FACTS
 from agentsm.memory import fold_with_state
@@ -187,3 +188,39 @@ def test_every_fact_of_a_run_reads_back_as_it_was_recorded(tmp_path: Path) -> No
     engine.run()
     memory, _ = fold_with_state(engine.trace().facts())
     assert memory == engine.memory
+
+
+@pytest.mark.filterwarnings("ignore:Pydantic serializer warnings")
+def test_plain_facts_are_checked_by_their_values_types_and_still_refuse_what_cannot_read_back() -> (
+    None
+):
+    assert f.Transitioned in FACTS._plain and f.StepStarted in FACTS._plain
+    assert f.ToolExecuted not in FACTS._plain  # a call's arguments are any JSON
+    good = f.Transitioned(from_state="Planning", event="tool_calls", to_state="Acting")
+    assert FACTS.decode(FACTS.encode(good), "Transitioned", FACTS.version("Transitioned")) == good
+    with pytest.raises(UnrecordableFact, match="surrogate"):
+        FACTS.encode(f.FinalAnswerProduced(content="a lone \ud800 surrogate"))
+    # values that bypassed validation fall back to the full check, which names them
+    wrong = f.StepStarted.model_construct(step=1.5)
+    with pytest.raises(UnrecordableFact, match="StepStarted"):
+        FACTS.encode(wrong)
+    huge = f.StepStarted.model_construct(step=2**70)  # beyond the exact check: decoded again
+    assert FACTS.decode(FACTS.encode(huge), "StepStarted") == huge
+
+
+class Limited(BaseModel):
+    kind: Literal["Limited"] = "Limited"
+    limit: float | None = 5.0
+    note: str | None = None
+
+
+def test_a_payload_leaves_out_the_kind_and_nones_unless_a_none_would_not_come_back() -> None:
+    codec = FactCodec([Limited])
+    assert codec.encode(Limited()) == '{"limit":5.0}'
+    assert codec.encode(Limited(note="n")) == '{"limit":5.0,"note":"n"}'
+    # None is not the default here: left out, it would read back as 5.0, so all is written
+    text = codec.encode(Limited(limit=None))
+    assert text == '{"kind":"Limited","limit":null,"note":null}'
+    assert codec.decode(text, "Limited") == Limited(limit=None)
+    # payloads of earlier releases name their kind and every field: they decode the same
+    assert codec.decode('{"kind":"Limited","limit":5.0,"note":null}', "Limited") == Limited()
