@@ -6,8 +6,11 @@ import os
 import socket
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-__all__ = ["Driver"]
+from .errors import RunInUse
+
+__all__ = ["Driver", "refuse_live_driver"]
 
 
 def _start_time(pid: int) -> str | None:
@@ -62,3 +65,24 @@ class Driver:
 
     def __str__(self) -> str:
         return f"pid {self.pid} on host {self.host}"
+
+
+def refuse_live_driver(
+    run_id: str, row: tuple[Any, ...], mine: str | None, *, force: bool, now: float
+) -> None:
+    """Raise `RunInUse` when the catalog row `(driver_token, driver_host, driver_pid,
+    driver_started, lease_until)` names another driver that is alive (same host: its pid runs
+    with the same start time; other host: its lease has not expired), unless `force`."""
+    held, host, pid, started, until = row
+    if held is None or held == mine or force:
+        return
+    holder = Driver(host, pid, started or "")
+    alive = holder.alive()
+    if alive or (alive is None and (until or 0) > now):
+        raise RunInUse(
+            run_id,
+            holder,
+            f"Run {run_id!r} is being driven by {holder}; it is not resumed under it. Wait for "
+            "it to end, stop that process, or force the takeover (--force) if you know it is "
+            "stuck.",
+        )

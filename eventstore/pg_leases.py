@@ -9,8 +9,8 @@ import uuid
 import weakref
 from collections.abc import Callable, Sequence
 
-from .driver import Driver
-from .errors import RunInUse, StoreError, UnknownRun
+from .driver import Driver, refuse_live_driver
+from .errors import StoreError, UnknownRun
 from .pg_connections import Connections
 
 __all__ = ["CLAIMABLE", "Leases"]
@@ -72,19 +72,8 @@ class Leases:
             ).fetchone()
             if row is None:
                 raise self._unknown(run_id)
-            held, host, pid, started, until = row
             now = time.time()
-            if held is not None and held != self._held.get(run_id) and not force:
-                holder = Driver(host, pid, started or "")
-                alive = holder.alive()
-                if alive or (alive is None and (until or 0) > now):
-                    raise RunInUse(
-                        run_id,
-                        holder,
-                        f"Run {run_id!r} is being driven by {holder}; it is not resumed under "
-                        "it. Wait for it to end, stop that process, or force the takeover "
-                        "(--force) if you know it is stuck.",
-                    )
+            refuse_live_driver(run_id, row, self._held.get(run_id), force=force, now=now)
             conn.execute(_TAKE, (me.host, me.pid, me.started, token, now + self.lease, run_id))
         self._hold(run_id, token)
 

@@ -21,12 +21,11 @@ from typing import Any, Literal, TypeVar
 import sqlite_utils
 
 from .chain import GENESIS, ChainReport, chained, check_chain
-from .driver import Driver
+from .driver import Driver, refuse_live_driver
 from .errors import (
     AmbiguousRunId,
     ConcurrencyError,
     NotAnEventLog,
-    RunInUse,
     SchemaVersionError,
     StoreError,
     UnknownRun,
@@ -570,19 +569,8 @@ class SQLiteEventStore:
             ).fetchone()
             if row is None:
                 raise self._unknown(run_id)
-            held, host, pid, started, until = row
             now = time.time()
-            if held is not None and held != self._held.get(run_id) and not force:
-                holder = Driver(host, pid, started or "")
-                alive = holder.alive()
-                if alive or (alive is None and (until or 0) > now):
-                    raise RunInUse(
-                        run_id,
-                        holder,
-                        f"Run {run_id!r} is being driven by {holder}; it is not resumed under "
-                        "it. Wait for it to end, stop that process, or force the takeover "
-                        "(--force) if you know it is stuck.",
-                    )
+            refuse_live_driver(run_id, row, self._held.get(run_id), force=force, now=now)
             self._drive(conn, run_id, me, token, now)
 
         self._transaction(write, f"claim run {run_id!r}")
