@@ -288,6 +288,19 @@ def test_ui_on_a_missing_log_is_one_line_before_serving(
     assert not (tmp_path / "none.db").exists()
 
 
+def test_ui_on_a_port_in_use_is_one_line_before_serving(
+    demo_log: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main(["ui", "--db", demo_log, "--no-open", "--port", str(port)]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err == f"agentsm: port {port} on 127.0.0.1 is in use; choose another with --port\n"
+
+
 def test_ui_listens_on_loopback_unless_told(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["ui", "--help"]) == 0
     assert "[default: 127.0.0.1]" in capsys.readouterr().out
