@@ -47,7 +47,7 @@ def otel_command(
             InMemorySpanExporter,
         )
 
-        from .otel import export_spans, traces_url
+        from .otel import export_spans, quiet_sdk_logs, traces_url, unreachable
     except ImportError as e:
         raise CommandFailed(
             f"OpenTelemetry is not installed ({e}); install it with: pip install 'agentsm[otel]'"
@@ -67,11 +67,18 @@ def otel_command(
         finally:
             store.close()
     spans = collected.get_finished_spans()
+    problem = unreachable(url, timeout=min(timeout, 3.0))
+    if problem is not None:
+        raise CommandFailed(
+            f"No OTLP collector accepts connections at {url} ({problem}); start one there or "
+            "give its address with --endpoint."
+        )
     exporter = OTLPSpanExporter(endpoint=url, timeout=timeout)
-    try:
-        result = exporter.export(spans)
-    finally:
-        exporter.shutdown()  # type: ignore[no-untyped-call]
+    with quiet_sdk_logs():
+        try:
+            result = exporter.export(spans)
+        finally:
+            exporter.shutdown()  # type: ignore[no-untyped-call]
 
     if result is not SpanExportResult.SUCCESS:
         raise CommandFailed(

@@ -127,7 +127,9 @@ def _tracing(endpoint: str | None, content: bool) -> tuple[Around | None, Callab
         raise CommandFailed(
             f"OpenTelemetry is not installed ({e}); install it with: pip install 'agentsm[otel]'"
         ) from e
-    provider = otlp_provider(endpoint)
+    provider = otlp_provider(
+        endpoint, on_error=lambda message: click.echo(f"agentsm worker: {message}", err=True)
+    )
 
     def around(engine: AgentEngine) -> AbstractContextManager[object]:
         return traced(engine, tracer_provider=provider, capture_content=content)

@@ -4,6 +4,7 @@ end to end through the OTLP/HTTP exporter to a receiver on 127.0.0.1."""
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -257,29 +258,58 @@ def test_otel_command_sends_a_recorded_run_over_otlp_http(log_url: str) -> None:
     assert resource == "agentsm"
 
 
-def test_otel_command_says_when_no_collector_takes_the_spans(log_url: str) -> None:
+def closed_port() -> int:
+    """A port on 127.0.0.1 that nothing listens on."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Receiver)
+    port = int(server.server_address[1])
+    server.server_close()
+    return port
+
+
+def sdk_noise(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name.startswith("opentelemetry")]
+
+
+def test_otel_command_says_in_one_line_when_no_collector_listens(
+    log_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
     store = connect(log_url)
     engine = agent(store)
     engine.run()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Receiver)
-    port = server.server_address[1]
-    server.server_close()  # nothing listens there now
+    endpoint = f"http://127.0.0.1:{closed_port()}"
     runner = CliRunner()
-    result = runner.invoke(
-        otel_command,
-        [
-            engine.run_id,
-            "--db",
-            log_url,
-            "--endpoint",
-            f"http://127.0.0.1:{port}",
-            "--timeout",
-            "1",
-        ],
-    )
-    assert result.exit_code == 2 and "did not take the 6 spans" in result.output
+    caplog.set_level(logging.DEBUG)
+    result = runner.invoke(otel_command, [engine.run_id, "--db", log_url, "--endpoint", endpoint])
+    assert result.exit_code == 2
+    assert result.output.splitlines() == [
+        f"Error: No OTLP collector accepts connections at {endpoint}/v1/traces (Connection "
+        "refused); start one there or give its address with --endpoint."
+    ]
+    assert sdk_noise(caplog) == []
     bad = runner.invoke(otel_command, [engine.run_id, "--db", log_url, "--endpoint", "localhost"])
     assert bad.exit_code == 2 and "is not an http(s) URL" in bad.output
+
+
+def test_worker_command_says_once_when_its_collector_is_unreachable(
+    log_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv("AGENTSM_TEST_LEDGER", str(tmp_path / "ledger.txt"))
+    (tmp_path / "ledger.txt").touch()
+    spec = f"{Path(__file__).parent / 'worker_agent.py'}:make_agent"
+    store = connect(log_url)
+    run_id = make_agent("one entry").store(store).submit()
+    endpoint = f"http://127.0.0.1:{closed_port()}"
+    caplog.set_level(logging.DEBUG)
+    args = ["--builder", spec, "--db", log_url, "--once", "--otel-endpoint", endpoint]
+    result = CliRunner().invoke(worker_command, args)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith(f"{run_id} (queued) -> done")
+    assert result.stderr.splitlines() == [
+        f"agentsm worker: no OTLP collector accepts connections at {endpoint}/v1/traces "
+        "(Connection refused); spans are dropped until it does."
+    ]
+    assert sdk_noise(caplog) == []
+    assert store.run(run_id).status == "done"
 
 
 def test_a_worker_traces_the_runs_it_drives_live(

@@ -31,6 +31,7 @@ from replay.cli import main  # noqa: E402
 from replay.ui import Viewer, create_app  # noqa: E402
 from replay.ui.server import free_port  # noqa: E402
 
+from .stores import connect  # noqa: E402
 from .ui_agent import ANSWER, make_agent  # noqa: E402
 
 
@@ -151,6 +152,21 @@ def test_search_finds_facts_of_a_sqlite_log(demo_log: str) -> None:
         found = api.get("/api/search", params={"q": "Paris inhabitants"}).json()
     assert found["available"] and found["hits"]
     assert all(set(h) == {"run_id", "seq", "kind", "snippet"} for h in found["hits"])
+
+
+def test_search_finds_facts_on_either_backend(log_url: str) -> None:
+    store = connect(log_url)
+    with pytest.raises(HumanInputRequired) as waiting:
+        make_agent("pay the quarterly invoice").store(store).build().run()
+    if isinstance(store, SQLiteEventStore):  # the viewer reads it read-only: index it first
+        store.index_for_search()
+    with client(log_url) as api:
+        assert api.get("/api/info").json()["search"] is True
+        found = api.get("/api/search", params={"q": "quarterly"}).json()
+    assert found["available"] is True and found["unindexed"] == 0
+    hits = [(h["run_id"], h["kind"]) for h in found["hits"]]
+    assert (waiting.value.run_id, "RunStarted") in hits
+    assert any("[quarterly]" in h["snippet"] for h in found["hits"])
 
 
 def test_unknown_runs_are_404_with_one_line(api: TestClient) -> None:
@@ -286,6 +302,19 @@ def test_ui_on_a_missing_log_is_one_line_before_serving(
     err = capsys.readouterr().err.strip()
     assert err.startswith("agentsm: No database at") and "\n" not in err
     assert not (tmp_path / "none.db").exists()
+
+
+def test_ui_on_a_port_in_use_is_one_line_before_serving(
+    demo_log: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main(["ui", "--db", demo_log, "--no-open", "--port", str(port)]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err == f"agentsm: port {port} on 127.0.0.1 is in use; choose another with --port\n"
 
 
 def test_ui_listens_on_loopback_unless_told(capsys: pytest.CaptureFixture[str]) -> None:

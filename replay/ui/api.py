@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
 
-from eventstore import SQLiteEventStore
+from eventstore import Searchable
 
 from ..cli_common import parse_since
 from ..cli_list import SEARCHED, STATUSES, run_record, select
@@ -38,7 +38,7 @@ def info(viewer: ViewerDep) -> dict[str, Any]:
         "allow_write": viewer.allow_write,
         "builder": viewer.builder_spec,
         "statuses": list(STATUSES),
-        "search": isinstance(viewer.store, SQLiteEventStore),
+        "search": isinstance(viewer.store, Searchable),
     }
 
 
@@ -77,10 +77,11 @@ def runs(
 def search(
     viewer: ViewerDep, q: Annotated[str, Query(min_length=1)], limit: int = 50
 ) -> dict[str, Any]:
-    """Full-text search over tasks, LLM text, observations and errors (SQLite logs): the
-    matching facts, best first, with `[` `]` around the words found."""
+    """Full-text search over tasks, LLM text, observations and errors: the matching facts,
+    best first, with `[` `]` around the words found (`unindexed`: facts of a read-only SQLite
+    log not in its search index yet)."""
     store = viewer.store
-    if not isinstance(store, SQLiteEventStore):
+    if not isinstance(store, Searchable):
         return {"available": False, "hits": [], "unindexed": 0}
     hits = store.search(q, kinds=SEARCHED, limit=limit)
     return {

@@ -3,6 +3,7 @@ notebooks), on a port of its own choosing when asked for port 0."""
 
 from __future__ import annotations
 
+import errno
 import socket
 import threading
 import time
@@ -11,7 +12,7 @@ from collections.abc import Callable
 import uvicorn
 from fastapi import FastAPI
 
-__all__ = ["Server", "free_port"]
+__all__ = ["Server", "free_port", "listen_problem"]
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -19,6 +20,23 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as s:
         s.bind((host, 0))
         return int(s.getsockname()[1])
+
+
+def listen_problem(host: str, port: int) -> str | None:
+    """Why the viewer could not listen on `host:port` (the port in use, an address this machine
+    does not have), tried by binding as uvicorn will; None when it could."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+        try:
+            s.bind((host, port))
+        except OSError as e:
+            if e.errno == errno.EADDRINUSE:
+                return f"port {port} on {host} is in use; choose another with --port"
+            return (
+                f"cannot listen on {host} port {port} ({e.strerror or e}); check --host and --port"
+            )
+    return None
 
 
 class Server:
