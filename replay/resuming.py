@@ -12,6 +12,7 @@ from agentsm import facts as f
 from agentsm.memory import fold_with_state
 from agentsm.recorder import Recorder
 from agentsm.states.waiting import approval_requests
+from agentsm.tools import Tool, ToolRegistry
 from agentsm.types import ApprovalRequest
 from eventstore import EventStore
 
@@ -81,9 +82,10 @@ def decide(
 ) -> list[f.Decision]:
     """Record a human's decision on a waiting run (all its waiting calls, or the one `call_id`
     names: its exact id, a unique prefix of it, or `#N`, its position among the waiting calls
-    counted from 1); the run continues with `resume_run`. Nothing runs here, and nothing is
-    decided when the request is ambiguous. Refused while another live process drives the
-    run, unless `force`."""
+    counted from 1); the run continues with `resume_run`. A modification's `args` replace all of
+    the call's arguments and must fit the tool's recorded schema. Nothing runs here, and nothing
+    is decided when the request is ambiguous or the arguments do not fit. Refused while another
+    live process drives the run, unless `force`."""
     store = open_store(db)
     run_id = resolve_run(store, run_id)
     store.claim(run_id, force=force)
@@ -119,6 +121,7 @@ def _decide(
             raise ValueError(
                 f"{len(waiting)} calls are waiting; name the one to modify with --call."
             )
+        _check_args(recording.definition, waiting[0].call.name, args)
     decisions = [
         f.Decision(
             call_id=r.call.id,
@@ -134,6 +137,25 @@ def _decide(
     left = recorder.memory.awaiting
     recorder.flush(status="waiting" if left else "ready")
     return decisions
+
+
+def _check_args(definition: f.RunStarted, name: str, args: dict[str, Any]) -> None:
+    """Refuse replacement arguments the tool's recorded schema rejects, with the check the
+    engine makes before it runs a call (a tool the run did not declare is left to the engine)."""
+    registry = ToolRegistry()
+    for schema in definition.tools:
+        registry.add(Tool(schema.name, schema.description, schema.input_schema, _never))
+    refusal = registry.refusal(name, args) if registry.has(name) else None
+    if refusal is not None:
+        problems = refusal.observation.removeprefix("ERROR: InvalidArguments: ")
+        raise ValueError(
+            f"The arguments given for {name} do not fit its schema ({problems}); they replace "
+            "all of the call's arguments, so give every required one; nothing was decided."
+        )
+
+
+def _never(args: dict[str, Any]) -> None:
+    raise AssertionError("a schema check runs no tool")
 
 
 def _waiting_call(run_id: str, waiting: list[ApprovalRequest], name: str) -> ApprovalRequest:

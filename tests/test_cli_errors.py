@@ -121,3 +121,41 @@ def test_branch_config_changes_the_given_fields_and_keeps_the_recorded_others(
     child, _ = AgentMemory.rebuild(store, branch)
     assert parent.config.reflect_every_n_steps == child.config.reflect_every_n_steps == 0
     assert child.config == parent.config.model_copy(update={"max_steps": 7})
+
+
+def transfer(amount: int, to: str) -> str:
+    """Move money."""
+    return f"sent {amount} to {to}"
+
+
+def waiting_run(path: Path, calls: int = 1) -> str:
+    """A run waiting for approval of `calls` transfers (ids t1, t2, ...)."""
+    from agentsm import HumanInputRequired, ToolCall
+
+    planned = [
+        ToolCall(name="transfer", args={"amount": n, "to": "ann"}, id=f"t{n}")
+        for n in range(1, calls + 1)
+    ]
+    engine = (
+        AgentBuilder("pay ann")
+        .llm(MockLlmCaller([LlmResponse.tool_calls(planned)]))
+        .tool(transfer)
+        .require_approval("transfer")
+        .store(path)
+        .build()
+    )
+    with pytest.raises(HumanInputRequired):
+        engine.run()
+    return engine.run_id
+
+
+def test_modify_refuses_arguments_that_break_the_tool_schema(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "runs.db"
+    run_id = waiting_run(path)
+    before = SQLiteEventStore(path).read(run_id)
+    err = fails(capsys, "--db", str(path), "modify", run_id, "--args", '{"amount": 9}')
+    assert "args.to is required" in err and "replace all of the call's arguments" in err
+    assert SQLiteEventStore(path).read(run_id) == before  # nothing recorded
+    assert main(["--db", str(path), "modify", run_id, "--args", '{"amount": 9, "to": "bo"}']) == 0
