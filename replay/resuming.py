@@ -160,11 +160,16 @@ def _never(args: dict[str, Any]) -> None:
 
 def _waiting_call(run_id: str, waiting: list[ApprovalRequest], name: str) -> ApprovalRequest:
     """The one waiting call `name` designates: `#N`, an exact id, or a unique id prefix."""
+
+    def listing(requests: list[ApprovalRequest]) -> str:
+        return ", ".join(f"#{waiting.index(r) + 1} {r.call.id} ({r.call.name})" for r in requests)
+
     if name.startswith("#") and name[1:].isdigit() and not any(r.call.id == name for r in waiting):
         n = int(name[1:])
         if not 1 <= n <= len(waiting):
             raise ValueError(
-                f"Run {run_id} has {len(waiting)} waiting call(s); {name} is not one of them."
+                f"Run {run_id} has {len(waiting)} waiting call(s); {name} is not one of them "
+                f"(calls are numbered among those still waiting): waiting: {listing(waiting)}."
             )
         return waiting[n - 1]
     matches = [r for r in waiting if r.call.id == name] or [
@@ -172,12 +177,9 @@ def _waiting_call(run_id: str, waiting: list[ApprovalRequest], name: str) -> App
     ]
     if len(matches) == 1:
         return matches[0]
-    listing = ", ".join(
-        f"#{waiting.index(r) + 1} {r.call.id} ({r.call.name})" for r in (matches or waiting)
-    )
     if not matches:
-        raise ValueError(f"Run {run_id} has no waiting call {name!r}; waiting: {listing}.")
+        raise ValueError(f"Run {run_id} has no waiting call {name!r}; waiting: {listing(waiting)}.")
     raise ValueError(
-        f"--call {name!r} names {len(matches)} waiting calls of run {run_id} ({listing}); "
+        f"--call {name!r} names {len(matches)} waiting calls of run {run_id} ({listing(matches)}); "
         "nothing was decided: give a whole id, or #N for the N-th waiting call."
     )

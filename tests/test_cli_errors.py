@@ -159,3 +159,14 @@ def test_modify_refuses_arguments_that_break_the_tool_schema(
     assert "args.to is required" in err and "replace all of the call's arguments" in err
     assert SQLiteEventStore(path).read(run_id) == before  # nothing recorded
     assert main(["--db", str(path), "modify", run_id, "--args", '{"amount": 9, "to": "bo"}']) == 0
+
+
+def test_a_call_number_no_longer_waiting_lists_the_calls_still_waiting(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "runs.db"
+    run_id = waiting_run(path, calls=2)
+    assert main(["--db", str(path), "approve", run_id, "--call", "#1"]) == 0
+    assert "still waiting for: #1 t2" in capsys.readouterr().out  # renumbered
+    err = fails(capsys, "--db", str(path), "reject", run_id, "--call", "#2")
+    assert "#2 is not one of them" in err and "waiting: #1 t2 (transfer)" in err
