@@ -176,7 +176,15 @@ def branch_warnings(
     )
 )
 @click.argument("run")
-@click.option("--at", type=int, required=True, metavar="SEQ", help="sequence number to branch at")
+@click.option(
+    "--at",
+    "--seq",
+    "at",
+    type=int,
+    required=True,
+    metavar="SEQ",
+    help="sequence number to branch at",
+)
 @click.option("--answer", metavar="TEXT", help="the LLM's next response: this final answer")
 @click.option("--tool-result", metavar="TEXT", help="the next tool call's result")
 @click.option(
@@ -328,7 +336,8 @@ def _decision(verdict: Literal["approved", "rejected", "modified"], name: str) -
             )
             if left
             else f"recorded (status ready): a running `agentsm worker` takes it up, or continue "
-            f"with: agentsm resume {run} --builder ..."
+            f"with: agentsm resume {run}"
+            + ("" if os.environ.get("AGENTSM_BUILDER") else " --builder ...")
         )
 
     if verdict == "modified":

@@ -170,3 +170,29 @@ def test_a_call_number_no_longer_waiting_lists_the_calls_still_waiting(
     assert "still waiting for: #1 t2" in capsys.readouterr().out  # renumbered
     err = fails(capsys, "--db", str(path), "reject", run_id, "--call", "#2")
     assert "#2 is not one of them" in err and "waiting: #1 t2 (transfer)" in err
+
+
+@pytest.mark.parametrize("builder", ["", "myagent:make"])
+def test_the_resume_hint_asks_for_a_builder_only_without_agentsm_builder(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    builder: str,
+) -> None:
+    path = tmp_path / "runs.db"
+    run_id = waiting_run(path)
+    monkeypatch.setenv("AGENTSM_BUILDER", builder)
+    assert main(["--db", str(path), "reject", run_id]) == 0
+    hint = capsys.readouterr().out.splitlines()[-1]
+    assert hint.endswith(f"agentsm resume {run_id}" + ("" if builder else " --builder ..."))
+
+
+def test_branch_takes_seq_for_at(
+    db: tuple[str, str, int], capsys: pytest.CaptureFixture[str]
+) -> None:
+    path, run_id, _ = db
+    argv = ["--db", path, "branch", run_id, "--seq", "3", "--answer", "I said hello to them all."]
+    assert main(argv) == 0, capsys.readouterr().err
+    assert len(SQLiteEventStore(path).runs()) == 2
+    err = fails(capsys, "--db", path, "branch", run_id, "--sq", "3")
+    assert "Did you mean '--seq'?" in err
