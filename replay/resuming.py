@@ -149,8 +149,8 @@ def _check_args(definition: f.RunStarted, name: str, args: dict[str, Any]) -> No
     if refusal is not None:
         problems = refusal.observation.removeprefix("ERROR: InvalidArguments: ")
         raise ValueError(
-            f"The arguments given for {name} do not fit its schema ({problems}); they replace "
-            "all of the call's arguments, so give every required one; nothing was decided."
+            f"The arguments given for {name} do not fit its schema ({problems}): the object "
+            "given replaces all of the call's arguments; nothing was decided."
         )
 
 

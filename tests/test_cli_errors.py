@@ -156,7 +156,7 @@ def test_modify_refuses_arguments_that_break_the_tool_schema(
     run_id = waiting_run(path)
     before = SQLiteEventStore(path).read(run_id)
     err = fails(capsys, "--db", str(path), "modify", run_id, "--args", '{"amount": 9}')
-    assert "args.to is required" in err and "replace all of the call's arguments" in err
+    assert "args.to is required" in err and "replaces all of the call's arguments" in err
     assert SQLiteEventStore(path).read(run_id) == before  # nothing recorded
     assert main(["--db", str(path), "modify", run_id, "--args", '{"amount": 9, "to": "bo"}']) == 0
 

@@ -364,7 +364,7 @@ def test_replacement_arguments_that_break_the_schema_decide_nothing(tmp_path: Pa
     db = tmp_path / "runs.db"
     two_waiting(db, "c1", "c2")
     before = SQLiteEventStore(db).read("r")
-    with pytest.raises(ValueError, match=r"args\.to is required.*replace all of the call's"):
+    with pytest.raises(ValueError, match=r"args\.to is required.*replaces all of the call's"):
         decide(db, "r", "modified", call_id="c1", args={"amount": 9})
     with pytest.raises(ValueError, match=r"args\.amount should be integer"):
         decide(db, "r", "modified", call_id="c1", args={"amount": "nine", "to": "ann"})
