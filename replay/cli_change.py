@@ -11,7 +11,7 @@ from typing import Literal
 
 import click
 
-from agentsm import AgentFailed, HumanInputRequired, LlmResponse, ToolCall
+from agentsm import AgentFailed, HumanInputRequired, LlmResponse, ToolCall, ToolOutcome
 from agentsm import facts as f
 from eventstore import EventStore
 
@@ -141,9 +141,11 @@ def replay(run: str | None, every: bool, execute_tools: bool, builder: str | Non
     sys.exit(0 if counts["identical"] == len(runs) else 1)
 
 
-def branch_warnings(store: EventStore, new_id: str, *, answered: bool, live_llm: bool) -> list[str]:
+def branch_warnings(
+    store: EventStore, new_id: str, *, answered: bool, live_llm: bool, tool_result: bool = False
+) -> list[str]:
     """What the user should know of a branch from its own log: an answer refused (and why),
-    the parent's recorded responses served after a changed answer."""
+    the parent's recorded responses served after a changed answer or tool result."""
     entries = Recording.load(store, new_id).entries
     marks = [i for i, e in enumerate(entries) if isinstance(e.fact, f.RunBranched)]
     after = entries[marks[-1] + 1 :] if marks else []
@@ -156,9 +158,10 @@ def branch_warnings(store: EventStore, new_id: str, *, answered: bool, live_llm:
             )
     responses = [e for e in after if isinstance(e.fact, f.LlmResponded | f.LlmFailed)]
     served = len(responses) - (1 if answered else 0)
-    if answered and not live_llm and served > 0:
+    if (answered or tool_result) and not live_llm and served > 0:
+        given = "answer" if answered else "tool result"
         notes.append(
-            f"after the answer given, {plural(served, 'LLM response')} came from the parent's "
+            f"after the {given} given, {plural(served, 'LLM response')} came from the parent's "
             "recording; pass --live with --builder to ask the LLM instead"
         )
     return notes
@@ -167,14 +170,28 @@ def branch_warnings(store: EventStore, new_id: str, *, answered: bool, live_llm:
 @click.command(
     epilog=example(
         "agentsm branch 3f2a --at 17 --answer 'Paris.'",
+        "agentsm branch 3f2a --at 12 --tool-error 'declined by the bank'",
         """agentsm branch 3f2a --at 17 --config '{"max_steps": 3}'""",
         "agentsm branch 3f2a --at 17 --live --builder myagent:make_agent --live-tools",
     )
 )
 @click.argument("run")
-@click.option("--at", type=int, required=True, metavar="SEQ", help="sequence number to branch at")
+@click.option(
+    "--at",
+    "--seq",
+    "at",
+    type=int,
+    required=True,
+    metavar="SEQ",
+    help="sequence number to branch at",
+)
 @click.option("--answer", metavar="TEXT", help="the LLM's next response: this final answer")
 @click.option("--tool-result", metavar="TEXT", help="the next tool call's result")
+@click.option(
+    "--tool-error",
+    metavar="TEXT",
+    help="the next tool call fails with this error (recorded as 'ERROR: ToolError: TEXT')",
+)
 @click.option(
     "--config", metavar="JSON", help="AgentConfig fields to change (the others kept as recorded)"
 )
@@ -192,6 +209,7 @@ def branch(
     at: int,
     answer: str | None,
     tool_result: str | None,
+    tool_error: str | None,
     config: str | None,
     live: bool,
     live_tools: bool,
@@ -200,6 +218,11 @@ def branch(
     """Start a new run from a point of a run, with a change, and report what it did: its id,
     final state and answer, and warnings. Exit 1 when the branch ends in Error."""
     response = LlmResponse.final_answer(answer) if answer is not None else None
+    if tool_result is not None and tool_error is not None:
+        raise UsageError("give --tool-result or --tool-error, not both: the next call has one.")
+    outcome_given = (
+        ToolOutcome.failed("ToolError", tool_error) if tool_error is not None else tool_result
+    )
     make = get_builder(builder, required=live or live_tools)
     store = open_log(write=True)
     run_id = resolve_run(store, run)
@@ -218,7 +241,7 @@ def branch(
             run_id,
             at,
             llm_response=response,
-            tool_result=tool_result,
+            tool_result=outcome_given,
             config=changed,
             llm=llm,
             builder=make,
@@ -234,7 +257,13 @@ def branch(
         f"  {record.shown_status} (state {printable(state)})"
         + (f": {printable(outcome)}" if outcome else "")
     )
-    notes = branch_warnings(store, new_id, answered=response is not None, live_llm=llm is not None)
+    notes = branch_warnings(
+        store,
+        new_id,
+        answered=response is not None,
+        live_llm=llm is not None,
+        tool_result=outcome_given is not None,
+    )
     if ran_live:
         calls = ", ".join(printable(c.name) for c in ran_live)
         notes.append(f"{plural(len(ran_live), 'tool call')} ran live (your real tools): {calls}")
@@ -307,7 +336,8 @@ def _decision(verdict: Literal["approved", "rejected", "modified"], name: str) -
             )
             if left
             else f"recorded (status ready): a running `agentsm worker` takes it up, or continue "
-            f"with: agentsm resume {run} --builder ..."
+            f"with: agentsm resume {run}"
+            + ("" if os.environ.get("AGENTSM_BUILDER") else " --builder ...")
         )
 
     if verdict == "modified":

@@ -12,6 +12,7 @@ from agentsm import facts as f
 from agentsm.memory import fold_with_state
 from agentsm.recorder import Recorder
 from agentsm.states.waiting import approval_requests
+from agentsm.tools import Tool, ToolRegistry
 from agentsm.types import ApprovalRequest
 from eventstore import EventStore
 
@@ -81,9 +82,10 @@ def decide(
 ) -> list[f.Decision]:
     """Record a human's decision on a waiting run (all its waiting calls, or the one `call_id`
     names: its exact id, a unique prefix of it, or `#N`, its position among the waiting calls
-    counted from 1); the run continues with `resume_run`. Nothing runs here, and nothing is
-    decided when the request is ambiguous. Refused while another live process drives the
-    run, unless `force`."""
+    counted from 1); the run continues with `resume_run`. A modification's `args` replace all of
+    the call's arguments and must fit the tool's recorded schema. Nothing runs here, and nothing
+    is decided when the request is ambiguous or the arguments do not fit. Refused while another
+    live process drives the run, unless `force`."""
     store = open_store(db)
     run_id = resolve_run(store, run_id)
     store.claim(run_id, force=force)
@@ -119,6 +121,7 @@ def _decide(
             raise ValueError(
                 f"{len(waiting)} calls are waiting; name the one to modify with --call."
             )
+        _check_args(recording.definition, waiting[0].call.name, args)
     decisions = [
         f.Decision(
             call_id=r.call.id,
@@ -136,13 +139,37 @@ def _decide(
     return decisions
 
 
+def _check_args(definition: f.RunStarted, name: str, args: dict[str, Any]) -> None:
+    """Refuse replacement arguments the tool's recorded schema rejects, with the check the
+    engine makes before it runs a call (a tool the run did not declare is left to the engine)."""
+    registry = ToolRegistry()
+    for schema in definition.tools:
+        registry.add(Tool(schema.name, schema.description, schema.input_schema, _never))
+    refusal = registry.refusal(name, args) if registry.has(name) else None
+    if refusal is not None:
+        problems = refusal.observation.removeprefix("ERROR: InvalidArguments: ")
+        raise ValueError(
+            f"The arguments given for {name} do not fit its schema ({problems}): the object "
+            "given replaces all of the call's arguments; nothing was decided."
+        )
+
+
+def _never(args: dict[str, Any]) -> None:
+    raise AssertionError("a schema check runs no tool")
+
+
 def _waiting_call(run_id: str, waiting: list[ApprovalRequest], name: str) -> ApprovalRequest:
     """The one waiting call `name` designates: `#N`, an exact id, or a unique id prefix."""
+
+    def listing(requests: list[ApprovalRequest]) -> str:
+        return ", ".join(f"#{waiting.index(r) + 1} {r.call.id} ({r.call.name})" for r in requests)
+
     if name.startswith("#") and name[1:].isdigit() and not any(r.call.id == name for r in waiting):
         n = int(name[1:])
         if not 1 <= n <= len(waiting):
             raise ValueError(
-                f"Run {run_id} has {len(waiting)} waiting call(s); {name} is not one of them."
+                f"Run {run_id} has {len(waiting)} waiting call(s); {name} is not one of them "
+                f"(calls are numbered among those still waiting): waiting: {listing(waiting)}."
             )
         return waiting[n - 1]
     matches = [r for r in waiting if r.call.id == name] or [
@@ -150,12 +177,9 @@ def _waiting_call(run_id: str, waiting: list[ApprovalRequest], name: str) -> App
     ]
     if len(matches) == 1:
         return matches[0]
-    listing = ", ".join(
-        f"#{waiting.index(r) + 1} {r.call.id} ({r.call.name})" for r in (matches or waiting)
-    )
     if not matches:
-        raise ValueError(f"Run {run_id} has no waiting call {name!r}; waiting: {listing}.")
+        raise ValueError(f"Run {run_id} has no waiting call {name!r}; waiting: {listing(waiting)}.")
     raise ValueError(
-        f"--call {name!r} names {len(matches)} waiting calls of run {run_id} ({listing}); "
+        f"--call {name!r} names {len(matches)} waiting calls of run {run_id} ({listing(matches)}); "
         "nothing was decided: give a whole id, or #N for the N-th waiting call."
     )

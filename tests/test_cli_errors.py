@@ -121,3 +121,78 @@ def test_branch_config_changes_the_given_fields_and_keeps_the_recorded_others(
     child, _ = AgentMemory.rebuild(store, branch)
     assert parent.config.reflect_every_n_steps == child.config.reflect_every_n_steps == 0
     assert child.config == parent.config.model_copy(update={"max_steps": 7})
+
+
+def transfer(amount: int, to: str) -> str:
+    """Move money."""
+    return f"sent {amount} to {to}"
+
+
+def waiting_run(path: Path, calls: int = 1) -> str:
+    """A run waiting for approval of `calls` transfers (ids t1, t2, ...)."""
+    from agentsm import HumanInputRequired, ToolCall
+
+    planned = [
+        ToolCall(name="transfer", args={"amount": n, "to": "ann"}, id=f"t{n}")
+        for n in range(1, calls + 1)
+    ]
+    engine = (
+        AgentBuilder("pay ann")
+        .llm(MockLlmCaller([LlmResponse.tool_calls(planned)]))
+        .tool(transfer)
+        .require_approval("transfer")
+        .store(path)
+        .build()
+    )
+    with pytest.raises(HumanInputRequired):
+        engine.run()
+    return engine.run_id
+
+
+def test_modify_refuses_arguments_that_break_the_tool_schema(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "runs.db"
+    run_id = waiting_run(path)
+    before = SQLiteEventStore(path).read(run_id)
+    err = fails(capsys, "--db", str(path), "modify", run_id, "--args", '{"amount": 9}')
+    assert "args.to is required" in err and "replaces all of the call's arguments" in err
+    assert SQLiteEventStore(path).read(run_id) == before  # nothing recorded
+    assert main(["--db", str(path), "modify", run_id, "--args", '{"amount": 9, "to": "bo"}']) == 0
+
+
+def test_a_call_number_no_longer_waiting_lists_the_calls_still_waiting(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "runs.db"
+    run_id = waiting_run(path, calls=2)
+    assert main(["--db", str(path), "approve", run_id, "--call", "#1"]) == 0
+    assert "still waiting for: #1 t2" in capsys.readouterr().out  # renumbered
+    err = fails(capsys, "--db", str(path), "reject", run_id, "--call", "#2")
+    assert "#2 is not one of them" in err and "waiting: #1 t2 (transfer)" in err
+
+
+@pytest.mark.parametrize("builder", ["", "myagent:make"])
+def test_the_resume_hint_asks_for_a_builder_only_without_agentsm_builder(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    builder: str,
+) -> None:
+    path = tmp_path / "runs.db"
+    run_id = waiting_run(path)
+    monkeypatch.setenv("AGENTSM_BUILDER", builder)
+    assert main(["--db", str(path), "reject", run_id]) == 0
+    hint = capsys.readouterr().out.splitlines()[-1]
+    assert hint.endswith(f"agentsm resume {run_id}" + ("" if builder else " --builder ..."))
+
+
+def test_branch_takes_seq_for_at(
+    db: tuple[str, str, int], capsys: pytest.CaptureFixture[str]
+) -> None:
+    path, run_id, _ = db
+    argv = ["--db", path, "branch", run_id, "--seq", "3", "--answer", "I said hello to them all."]
+    assert main(argv) == 0, capsys.readouterr().err
+    assert len(SQLiteEventStore(path).runs()) == 2
+    err = fails(capsys, "--db", path, "branch", run_id, "--sq", "3")
+    assert "Did you mean '--seq'?" in err

@@ -241,6 +241,47 @@ def test_branch_reports_a_refused_answer_and_the_responses_served_after_it(
     assert "was refused" in err and "came from the parent's recording" in err
 
 
+@pytest.mark.parametrize(
+    ("option", "observation", "success"),
+    [
+        ("--tool-result", "SUCCESS: declined by bank", True),
+        ("--tool-error", "ERROR: ToolError: declined by bank", False),
+    ],
+)
+def test_a_branch_with_another_tool_outcome_warns_that_later_answers_are_recorded(
+    tmp_path: Path, capsys: Capture, option: str, observation: str, success: bool
+) -> None:
+    db = str(tmp_path / "runs.db")
+    run_id = record(tmp_path / "runs.db", SCENARIOS["parallel"]())
+    with SQLiteEventStore(db) as store:
+        before = next(e.seq for e in store.read(run_id) if e.kind == "ToolCallStarted") - 1
+    code, out, err = run(
+        capsys, "branch", run_id, "--db", db, "--at", str(before), option, "declined by bank"
+    )
+    assert code == 0, err
+    assert "after the tool result given, 1 LLM response came from the parent's recording" in err
+    assert "--live" in err
+    new_id = out.splitlines()[0]
+    with SQLiteEventStore(db) as store:
+        executed = [e.fact for e in Trace.load(store, new_id) if e.event == "ToolExecuted"]
+    assert (executed[0].observation, executed[0].success) == (observation, success)
+    assert run(capsys, "replay", new_id, "--db", db)[0] == 0  # the branch replays identical
+    err = run(
+        capsys,
+        "branch",
+        run_id,
+        "--db",
+        db,
+        "--at",
+        str(before),
+        "--tool-result",
+        "a",
+        "--tool-error",
+        "b",
+    )[2]
+    assert "not both" in err
+
+
 def test_a_branch_that_ends_in_error_exits_non_zero(tmp_path: Path, capsys: Capture) -> None:
     db = str(tmp_path / "runs.db")
     run_id = record(tmp_path / "runs.db", SCENARIOS["parallel"]())

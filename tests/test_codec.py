@@ -160,10 +160,10 @@ def test_a_decision_with_arguments_json_cannot_hold_is_refused(tmp_path: Path) -
         builder.require_approval("lookup").build().run()
     store = SQLiteEventStore(db)
     before = store.run("r").last_seq
-    with pytest.raises(UnrecordableFact, match="args.key is nan"):
-        decide(store, "r", "modified", args={"key": NAN})
+    with pytest.raises(UnrecordableFact, match="args.key holds a lone surrogate"):
+        decide(store, "r", "modified", args={"key": "bad \ud800 key"})
     assert store.run("r").last_seq == before
-    assert main(["--db", str(db), "modify", "r", "--args", '{"key": NaN}']) == 2
+    assert main(["--db", str(db), "modify", "r", "--args", '{"key": "\\ud800"}']) == 2
 
 
 def test_value_problem_accepts_plain_json_and_names_the_rest() -> None:

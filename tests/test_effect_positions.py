@@ -360,6 +360,19 @@ def test_an_ambiguous_call_decides_nothing_and_names_the_candidates(tmp_path: Pa
     assert SQLiteEventStore(db).read("r") == before
 
 
+def test_replacement_arguments_that_break_the_schema_decide_nothing(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    two_waiting(db, "c1", "c2")
+    before = SQLiteEventStore(db).read("r")
+    with pytest.raises(ValueError, match=r"args\.to is required.*replaces all of the call's"):
+        decide(db, "r", "modified", call_id="c1", args={"amount": 9})
+    with pytest.raises(ValueError, match=r"args\.amount should be integer"):
+        decide(db, "r", "modified", call_id="c1", args={"amount": "nine", "to": "ann"})
+    assert SQLiteEventStore(db).read("r") == before
+    decide(db, "r", "modified", call_id="c1", args={"amount": 9, "to": "cy"})
+    assert [r.call.id for r in pending_requests(db, "r")] == ["c2"]
+
+
 def test_calls_sharing_an_id_are_decided_by_position(tmp_path: Path) -> None:
     db = tmp_path / "runs.db"
     two_waiting(db, "call_0", "call_0")
@@ -420,7 +433,11 @@ def three_transfers(task: str) -> AgentBuilder:
     "steps",
     [
         [("approved", "#2", None), ("approved", None, None)],
-        [("approved", "#2", None), ("rejected", "#1", None), ("modified", None, {"amount": 9})],
+        [
+            ("approved", "#2", None),
+            ("rejected", "#1", None),
+            ("modified", None, {"amount": 9, "to": "cy"}),
+        ],
         [("rejected", "#3", None), ("approved", "#1", None), ("approved", None, None)],
     ],
     ids=["2-then-rest", "2-1-modify", "3-1-rest"],
