@@ -140,7 +140,13 @@ def branch(request: Request, viewer: ViewerDep, run: str, body: BranchRequest) -
                 live_tools=False,
             )
         record = store.run(new_id)
-        notes = branch_warnings(store, new_id, answered=response is not None, live_llm=False)
+        notes = branch_warnings(
+            store,
+            new_id,
+            answered=response is not None,
+            live_llm=False,
+            tool_result=body.tool_result is not None,
+        )
     finally:
         store.close()
     notes += [str(w.message) for w in caught if isinstance(w.message, UnusedChange)]
