@@ -19,15 +19,23 @@ from agentsm.facts import FACTS
 from eventstore import EventStore, NewEvent, RunSummary, StoredEvent
 from eventstore.chain import GENESIS, V2, exact_text, relink
 
-from .errors import ImportRefused
+from .errors import ImportRefused, ReplayError
 from .source import resolve_run
 
 __all__ = ["export_run", "facts_of", "import_runs"]
 
 
 def export_run(store: EventStore, run_id: str) -> Iterator[str]:
-    """The run as JSON lines: its catalog entry, then every event with its envelope and hash."""
+    """The run as JSON lines: its catalog entry, then every event with its envelope and hash.
+    A run whose hash chain does not verify is refused (`ReplayError`) before any line: its
+    export could not be imported."""
     record = store.run(resolve_run(store, run_id))
+    report = store.verify(record.run_id)
+    if report.broken is not None:
+        raise ReplayError(
+            f"Run {record.run_id} cannot be exported: its hash chain is broken at "
+            f"seq {report.broken.seq} ({report.broken.kind}); see agentsm verify {record.run_id}."
+        )
     events = store.read(record.run_id, upto=record.last_seq)  # the facts its status is about
     head = next((e.hash for e in reversed(events) if e.hash is not None), None)
     line = {
@@ -136,12 +144,22 @@ def _event(run: _Run, item: dict[str, Any]) -> NewEvent:
         given, run.previous, run.run_id, seq, kind, version, payload, event.meta, event.recorded_at
     )
     if given != hashed:
-        raise ValueError(
+        raise _BrokenChain(
             f"the hash of seq {seq} ({kind}) does not match its fact and the chain before it: "
-            "the file was changed after it was exported"
+            "the file was changed after it was exported, or the run's chain was already broken "
+            "at the source",
+            run.run_id,
         )
     run.previous = hashed
     return event
+
+
+class _BrokenChain(ValueError):
+    """A fact whose hash does not continue the chain: changed in the file, or at the source."""
+
+    def __init__(self, problem: str, run_id: str) -> None:
+        super().__init__(problem)
+        self.run_id = run_id
 
 
 def _header(item: dict[str, Any]) -> None:
@@ -183,6 +201,9 @@ def _parse(lines: Iterable[str], name: str) -> list[_Run]:
                 runs[-1].last_line = number
             else:
                 raise ValueError("neither a run nor one of its facts")
+    except _BrokenChain as e:
+        advice = f"check the source with agentsm verify {e.run_id}, then export the run again"
+        raise ImportRefused(number, str(e), advice=advice) from e
     except (ValueError, UnreadableFact) as e:
         raise ImportRefused(number, str(e)) from e
     if not runs:

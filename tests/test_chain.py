@@ -136,6 +136,34 @@ def test_an_export_edited_after_it_was_made_is_refused_whole(
     assert err.count("\n") == 1 and "line 35" in err and "Nothing of the file" in err
 
 
+def test_a_run_whose_chain_is_broken_in_the_log_is_not_exported(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "log.db"
+    record(db)
+    tamper(db, f"UPDATE events SET payload = replace(payload, '{LONG}', '{FORGED}')")
+    assert main(["--db", str(db), "export", "r"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.count("\n") == 1
+    assert "broken at seq 15 (LlmResponded)" in captured.err
+    assert "agentsm verify r" in captured.err
+
+
+def test_an_import_whose_chain_does_not_check_points_at_the_source_too(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "log.db"
+    record(db)
+    lines = list(export_run(SQLiteEventStore(db), "r"))
+    forged = [line.replace(LONG, FORGED) for line in lines]
+    (tmp_path / "forged.jsonl").write_text("\n".join(forged) + "\n")
+    assert main(["--db", str(tmp_path / "copy.db"), "import", str(tmp_path / "forged.jsonl")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "broken at the source" in err and "check the source with agentsm verify r" in err
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [
