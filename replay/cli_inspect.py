@@ -12,6 +12,7 @@ import click
 from agentsm import facts as f
 from agentsm.trace import TRACE_COLUMNS
 from eventstore import SQLiteEventStore, open_store
+from eventstore.pg_url import is_postgres_url
 
 from .cli_common import (
     Listing,
@@ -235,6 +236,8 @@ def import_(file: str) -> None:
 @common
 def backup(dest: str) -> None:
     """Copy the log, live or not, into a new file (one consistent snapshot)."""
+    if is_postgres_url(db_path()):
+        raise UsageError(f"backup copies SQLite logs; for this log use: agentsm copy --to {dest}")
     with SQLiteEventStore(db_path(), read_only=True) as store:
         store.backup(dest)
     click.echo(f"backed up {printable(db_path())} to {printable(dest)}")

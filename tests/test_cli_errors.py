@@ -86,6 +86,12 @@ def test_malformed_values_name_the_option_and_the_form(
     assert "RUN id, or --all" in err
 
 
+def test_backup_of_a_postgresql_log_points_at_copy(capsys: pytest.CaptureFixture[str]) -> None:
+    url = "postgresql://agentsm@127.0.0.1:1/none"
+    err = fails(capsys, "--db", url, "backup", "copy.db")
+    assert "backup copies SQLite logs; for this log use: agentsm copy --to copy.db" in err
+
+
 def test_unexpected_errors_are_one_line_and_debug_shows_the_traceback(
     db: tuple[str, str, int], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
