@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -243,6 +245,21 @@ def backup(dest: str) -> None:
     click.echo(f"backed up {printable(db_path())} to {printable(dest)}")
 
 
+def _draw(picture: Callable[[], Any], out_file: str) -> None:
+    """Draw a picture and save it, or say how to install matplotlib when it is missing."""
+    from agentsm.pictures import save
+
+    try:
+        written = save(picture(), out_file)
+    except ImportError as e:
+        if not (e.name or "").startswith("matplotlib"):
+            raise
+        raise UsageError(
+            "Drawing pictures needs matplotlib: pip install 'agentsm[pictures]'."
+        ) from e
+    click.echo(f"wrote {written}")
+
+
 @click.command(epilog=example("agentsm graph 3f2a --out run.svg", "agentsm graph"))
 @click.argument("run", required=False)
 @click.option("--out", "out_file", metavar="FILE", help=".svg or .png (image), .mmd (Mermaid)")
@@ -251,7 +268,7 @@ def backup(dest: str) -> None:
 def graph(run: str | None, out_file: str | None, builder: str | None) -> None:
     """The transition table as a state diagram, with a run's path (Mermaid text, or an image)."""
     from agentsm import build_transition_table
-    from agentsm.pictures import path_of, save, state_diagram, to_mermaid
+    from agentsm.pictures import path_of, state_diagram, to_mermaid
 
     make = get_builder(builder)
     path = None
@@ -271,7 +288,7 @@ def graph(run: str | None, out_file: str | None, builder: str | None) -> None:
         else:
             click.echo(printable(text, lines=True))
         return
-    click.echo(f"wrote {save(state_diagram(table, path, title), out_file)}")
+    _draw(lambda: state_diagram(table, path, title), out_file)
 
 
 @click.command(epilog=example("agentsm timeline 3f2a --out run.png"))
@@ -280,12 +297,11 @@ def graph(run: str | None, out_file: str | None, builder: str | None) -> None:
 @common
 def timeline(run: str, out_file: str) -> None:
     """A run's timeline: states, tool calls, tokens, durations."""
-    from agentsm.pictures import save
     from agentsm.pictures import timeline as draw
 
     recording = Recording.load(open_log(), run)
     title = f"run {recording.run_id}: {recording.run.task[:60]}"
-    click.echo(f"wrote {save(draw(list(recording.entries), title), out_file)}")
+    _draw(lambda: draw(list(recording.entries), title), out_file)
 
 
 @click.command(epilog=example("agentsm family 3f2a --out family.png"))
@@ -294,12 +310,12 @@ def timeline(run: str, out_file: str) -> None:
 @common
 def family(run: str, out_file: str) -> None:
     """A run's branch family as a tree, each run labelled with its answer or error."""
-    from agentsm.pictures import family_tree, save
+    from agentsm.pictures import family_tree
 
     store = open_log()
     run_id = resolve_run(store, run)
     labels = {r.run_id: r.summary.answer or r.summary.error or "" for r in store.runs()}
-    click.echo(f"wrote {save(family_tree(store, run_id, labels), out_file)}")
+    _draw(lambda: family_tree(store, run_id, labels), out_file)
 
 
 COMMANDS = [show, memory, diff, verify, export, import_, backup, graph, timeline, family]

@@ -3,6 +3,7 @@ exit code 2, the traceback only under --debug, and nothing recorded changed."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -90,6 +91,25 @@ def test_backup_of_a_postgresql_log_points_at_copy(capsys: pytest.CaptureFixture
     url = "postgresql://agentsm@127.0.0.1:1/none"
     err = fails(capsys, "--db", url, "backup", "copy.db")
     assert "backup copies SQLite logs; for this log use: agentsm copy --to copy.db" in err
+
+
+@pytest.mark.parametrize("command", ["graph", "timeline", "family"])
+def test_pictures_without_matplotlib_say_how_to_install_it(
+    command: str,
+    db: tuple[str, str, int],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    path, run_id, _ = db
+    for name in [m for m in sys.modules if m == "matplotlib" or m.startswith("matplotlib.")]:
+        monkeypatch.delitem(sys.modules, name)
+    for name in ("matplotlib", "matplotlib.figure", "matplotlib.font_manager"):
+        monkeypatch.setitem(sys.modules, name, None)  # as if it were not installed
+    out = str(tmp_path / "picture.svg")
+    err = fails(capsys, "--db", path, command, run_id, "--out", out)
+    assert "needs matplotlib: pip install 'agentsm[pictures]'" in err
+    assert not Path(out).exists()
 
 
 def test_unexpected_errors_are_one_line_and_debug_shows_the_traceback(
