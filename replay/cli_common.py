@@ -40,6 +40,7 @@ __all__ = [
     "format_options",
     "get_builder",
     "json_arg",
+    "limit_option",
     "open_log",
     "out",
     "parse_since",
@@ -236,6 +237,19 @@ class Listing:
             width=terminal_width(sys.stdout),
             styled=styles_wanted(sys.stdout),
         )
+
+
+def limit_option(what: str, *, name: str = "--limit", default: int = 50) -> Callable[[F], F]:
+    """`-n N` on a command that lists things: at most N `what` (0: all of them); click refuses
+    a negative N. Every command reads -n the same way."""
+    return click.option(
+        "-n",
+        name,
+        type=click.IntRange(min=0),
+        default=default,
+        show_default=bool(default),
+        help=f"at most N {what} (0: all)",
+    )
 
 
 def format_options(func: F) -> F:

@@ -8,7 +8,7 @@ import sys
 
 import click
 
-from .cli_common import example
+from .cli_common import example, limit_option
 from .cli_shared import db_option, reported
 from .render import Style, printable
 from .source import open_store, resolve_run
@@ -34,7 +34,7 @@ def render(fact: LiveFact, style: Style, *, with_run: bool) -> str:
 @click.option("--follow", "forever", is_flag=True, help="keep following after the run ends")
 @click.option("--after", type=click.IntRange(min=0), default=0, help="start after this seq")
 @click.option("--new", "only_new", is_flag=True, help="with --all: only facts recorded from now on")
-@click.option("-n", "--count", type=click.IntRange(min=1), default=None, help="stop after N facts")
+@limit_option("facts, then stop", name="--count", default=0)
 @click.option("--json", "as_json", is_flag=True, help="one JSON object per fact")
 @click.option(
     "--poll", type=click.FloatRange(min=0.01), default=1.0, help="longest sleep between looks"
@@ -46,7 +46,7 @@ def tail_command(
     forever: bool,
     after: int,
     only_new: bool,
-    count: int | None,
+    count: int,
     as_json: bool,
     poll: float,
 ) -> None:
@@ -70,7 +70,7 @@ def tail_command(
             else:
                 click.echo(render(fact, style, with_run=every))
             shown += 1
-            if count is not None and shown >= count:
+            if count and shown >= count:
                 return
 
     try:

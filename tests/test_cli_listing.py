@@ -214,6 +214,33 @@ def test_search_finds_tasks_observations_and_answers(log: dict[str, str], capsys
     assert code == 0 and out.startswith("Nothing matches 'zebra'")
 
 
+def test_n_is_at_most_n_everywhere_zero_is_all_and_negative_is_refused(
+    log: dict[str, str], capsys: Capture
+) -> None:
+    code, out, _ = run(capsys, "search", "long enough", "--db", log["db"], "--json")
+    every = json.loads(out)
+    assert len(every) > 1
+    for n, expected in (("0", every), ("1", every[:1])):
+        code, out, err = run(capsys, "search", "long enough", "--db", log["db"], "--json", "-n", n)
+        assert code == 0 and json.loads(out) == expected, err
+    code, out, _ = run(capsys, "runs", "--db", log["db"], "--json", "-n", "0")
+    assert len(json.loads(out)) == 3
+    tail = ["tail", log["parallel"], "--db", log["db"], "--json"]
+    code, out, _ = run(capsys, *tail)
+    facts = out.splitlines()
+    for n, expected in (("0", facts), ("2", facts[:2])):
+        code, out, err = run(capsys, *tail, "-n", n)
+        assert code == 0 and out.splitlines() == expected, err
+    for argv in (
+        ["search", "long enough", "-n", "-2"],
+        ["runs", "-n", "-1"],
+        ["tail", log["parallel"], "-n", "-1"],
+    ):
+        code, out, err = run(capsys, *argv, "--db", log["db"])
+        assert code == 2 and out == "" and err.count("\n") == 1, err
+        assert "-n" in err and ">=0" in err, err
+
+
 def test_stats_count_statuses_tools_tokens_and_errors(log: dict[str, str], capsys: Capture) -> None:
     code, out, _ = run(capsys, "stats", "--db", log["db"], "--since", "1d", "--json")
     figures = json.loads(out)
