@@ -66,6 +66,12 @@ def show(
             f"--kind {', '.join(unknown)}: no such fact; the kinds are "
             f"{', '.join(sorted(f.FACTS.versions))}."
         )
+    steps = [e.step for e in recording.entries]
+    if step is not None and step not in steps:
+        raise UsageError(
+            f"Run {recording.run_id} has steps {min(steps)}..{max(steps)}; --step {step} is not "
+            f"one of them: give a step from {min(steps)} to {max(steps)}."
+        )
     entries = [
         e
         for e in recording.entries

@@ -8,11 +8,14 @@ import sys
 
 import click
 
+from eventstore import RunRecord
+
 from .cli_common import example, limit_option
 from .cli_shared import db_option, reported
+from .errors import UsageError
 from .render import Style, printable
 from .source import open_store, resolve_run
-from .tail import LiveFact, follow
+from .tail import ENDED, LiveFact, follow
 
 __all__ = ["tail_command"]
 
@@ -25,6 +28,16 @@ def render(fact: LiveFact, style: Style, *, with_run: bool) -> str:
         f"{run}{e.seq:>4}  {e.step:>3}  {printable(e.state):<15}  "
         f"{style(f'{e.event:<20}', 'cyan')}  {printable(e.data)}"
     )
+
+
+def _check_after(record: RunRecord, after: int) -> None:
+    """Refuse an `--after` that leaves nothing to print of a run that has ended."""
+    if record.status in ENDED and after >= record.last_seq:
+        raise UsageError(
+            f"Run {record.run_id} has ended with facts 1..{record.last_seq}; --after {after} "
+            f"leaves none of them: give --after from 0 to {record.last_seq - 1}, or --follow "
+            "to wait for more."
+        )
 
 
 @click.command("tail", epilog=example("agentsm tail 3f2a", "agentsm tail --all --new --json"))
@@ -76,6 +89,8 @@ def tail_command(
     try:
         with reported():
             run = None if run is None else resolve_run(store, run)
+            if run is not None and not forever:
+                _check_after(store.run(run), after)
             asyncio.run(show())
             status = store.run(run).status if run is not None else None
     except KeyboardInterrupt:

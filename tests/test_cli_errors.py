@@ -3,6 +3,7 @@ exit code 2, the traceback only under --debug, and nothing recorded changed."""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 from agentsm import AgentBuilder, AgentConfig, AgentMemory, LlmResponse, MockLlmCaller
 from eventstore import SQLiteEventStore
 from replay.cli import main
+from replay.recording import Recording
 
 
 def say(text: str) -> str:
@@ -110,6 +112,22 @@ def test_pictures_without_matplotlib_say_how_to_install_it(
     err = fails(capsys, "--db", path, command, run_id, "--out", out)
     assert "needs matplotlib: pip install 'agentsm[pictures]'" in err
     assert not Path(out).exists()
+
+
+def test_a_range_that_selects_nothing_is_refused_naming_the_range(
+    db: tuple[str, str, int], capsys: pytest.CaptureFixture[str]
+) -> None:
+    path, run_id, last = db
+    for after in (str(last), "100"):
+        err = fails(capsys, "--db", path, "tail", run_id, "--after", after)
+        assert f"facts 1..{last}" in err and f"--after from 0 to {last - 1}" in err
+    assert main(["--db", path, "tail", run_id, "--after", str(last - 1), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["seq"] == last
+    steps = {e.step for e in Recording.load(SQLiteEventStore(path), run_id).entries}
+    err = fails(capsys, "--db", path, "show", run_id, "--step", "99")
+    assert f"steps {min(steps)}..{max(steps)}; --step 99 is not one of them" in err
+    assert main(["--db", path, "show", run_id, "--step", str(max(steps)), "--csv"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) > 1
 
 
 def test_unexpected_errors_are_one_line_and_debug_shows_the_traceback(
