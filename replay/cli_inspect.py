@@ -25,6 +25,7 @@ from .cli_common import (
     get_builder,
     open_log,
     out,
+    output_format,
     plural,
     status_cell,
 )
@@ -58,6 +59,7 @@ def show(
     run: str, kinds: tuple[str, ...], step: int | None, full: bool, as_json: bool, as_csv: bool
 ) -> None:
     """Print a run's trace: one line per fact (seq, step, state, fact, summary)."""
+    output_format(as_json, as_csv)
     recording = Recording.load(open_log(), run)
     known = {e.event for e in recording.entries} | set(f.FACTS.versions)
     unknown = sorted(set(kinds) - known)

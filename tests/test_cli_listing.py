@@ -108,6 +108,28 @@ def test_runs_lists_the_catalog_as_json_and_csv_the_same_as_the_fold(
     assert json.loads(out) == []
 
 
+def test_every_csv_shows_control_characters_as_escapes_and_json_keeps_them(
+    tmp_path: Path, capsys: Capture
+) -> None:
+    db = tmp_path / "runs.db"
+    answer = "The screen \x1b[2Jwas cleared, which is long enough to be accepted."
+    run_id = record(
+        db, AgentBuilder("clear").llm(MockLlmCaller([LlmResponse.final_answer(answer)]))
+    )
+    code, out, _ = run(capsys, "runs", "--db", str(db), "--json")
+    assert json.loads(out)[0]["answer"] == answer
+    code, out, _ = run(capsys, "runs", "--db", str(db), "--csv")
+    assert next(csv.DictReader(io.StringIO(out)))["answer"] == answer.replace("\x1b", "\\x1b")
+    code, out, _ = run(
+        capsys, "show", run_id, "--db", str(db), "--csv", "--kind", "FinalAnswerProduced"
+    )
+    assert "\\x1b[2J" in next(csv.DictReader(io.StringIO(out)))["data"]
+    for command in (["runs"], ["search", "screen"], ["show", run_id]):
+        code, out, err = run(capsys, *command, "--db", str(db), "--json", "--csv")
+        assert code == 2 and out == "" and err.count("\n") == 1
+        assert "give --json or --csv, not both" in err
+
+
 def test_runs_never_reads_a_log(
     log: dict[str, str], capsys: Capture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
