@@ -230,6 +230,7 @@ def import_(file: str) -> None:
     created = "://" not in db and db != ":memory:" and not Path(db).exists()
     store = open_store(db)
     try:
+        known = {r.run_id for r in store.runs()}
         imported = import_runs(store, lines.splitlines(), name=name)
     except BaseException:
         store.close()
@@ -238,7 +239,7 @@ def import_(file: str) -> None:
                 Path(db + suffix).unlink(missing_ok=True)
         raise
     for run_id in imported:
-        click.echo(f"imported {printable(run_id)}")
+        click.echo(f"{'already there' if run_id in known else 'imported'} {printable(run_id)}")
 
 
 @click.command(epilog=example("agentsm backup runs-copy.db --db runs.db"))

@@ -231,39 +231,43 @@ def facts_of(events: Iterable[NewEvent | StoredEvent]) -> list[tuple[Any, ...]]:
     ]
 
 
-def _refuse_existing(store: EventStore, runs: list[_Run]) -> None:
-    """A run of the file that the store holds already: say so, and whether it differs."""
+def _already_there(store: EventStore, runs: list[_Run]) -> set[str]:
+    """The runs of the file that the store holds already with the same facts (left as they
+    are); one it holds with other facts, or one in the file twice, is refused."""
     known = {r.run_id for r in store.runs()}
     seen: set[str] = set()
+    present: set[str] = set()
     for run in runs:
         if run.run_id in seen:
             raise ImportRefused(run.line, f"run {run.run_id} is in the file twice")
         seen.add(run.run_id)
         if run.run_id not in known:
             continue
-        if facts_of(store.read(run.run_id)) == facts_of(run.events):
-            problem = "with the same facts: nothing needs doing"
-            advice = ""
-        else:
-            problem = "with other facts"
-            advice = "import the file into another database to keep both"
-        raise ImportRefused(
-            run.line, f"run {run.run_id} is already in this database, {problem}", advice=advice
-        )
+        if facts_of(store.read(run.run_id)) != facts_of(run.events):
+            raise ImportRefused(
+                run.line,
+                f"run {run.run_id} is already in this database, with other facts",
+                advice="import the file into another database to keep both",
+            )
+        present.add(run.run_id)
+    return present
 
 
 def import_runs(store: EventStore, lines: Iterable[str], *, name: str = "the file") -> list[str]:
-    """Add the runs of an export to the store, in one transaction, and return their ids.
-    Every line is checked first; a file with any bad line (not JSON, a fact that does not
-    decode, a broken hash, facts cut off before the count and head the run's line states, a
-    run that exists) or with no runs raises `ImportRefused` naming the line, and nothing of it
-    is imported. `name` names the file in messages. A run's catalog status is the one its
-    export states, or "imported" for an export made before exports stated their length (the
-    file cannot show that it is whole)."""
+    """Add the runs of an export to the store, in one transaction, and return the ids of the
+    file's runs (a run the store holds already with the same facts is left as it is, so an
+    import can be run again). Every line is checked first; a file with any bad line (not JSON,
+    a fact that does not decode, a broken hash, facts cut off before the count and head the
+    run's line states, a run that exists with other facts) or with no runs raises
+    `ImportRefused` naming the line, and nothing of it is imported. `name` names the file in
+    messages. A run's catalog status is the one its export states, or "imported" for an export
+    made before exports stated their length (the file cannot show that it is whole)."""
     runs = _parse(lines, name)
-    _refuse_existing(store, runs)
+    present = _already_there(store, runs)
     with store.batch():  # one transaction: the whole file or nothing of it
         for run in runs:
+            if run.run_id in present:
+                continue
             status = run.item.get("status") if run.stated is not None else None
             summary = run.item.get("summary")
             extra = {"summary": RunSummary(**summary)} if summary else {}
