@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import difflib
+import functools
 import io
 import json
 import os
@@ -40,6 +41,8 @@ __all__ = [
     "format_options",
     "get_builder",
     "json_arg",
+    "output_format",
+    "limit_option",
     "open_log",
     "out",
     "parse_since",
@@ -214,14 +217,18 @@ class Listing:
         self.shown.append(list(shown))
 
     def emit(self, fmt: str | None) -> None:
-        """Print the rows as `fmt` ("json", "csv") or as a table (None)."""
+        """Print the rows as `fmt` ("json", "csv") or as a table (None). CSV shows control
+        characters as escapes (`printable`), as the table does; JSON keeps them, escaped."""
         if fmt == "json":
             click.echo(json.dumps(self.records, indent=2, ensure_ascii=False))
         elif fmt == "csv":
             buffer = io.StringIO()
             writer = csv.DictWriter(buffer, fieldnames=self.key, lineterminator="\n")
             writer.writeheader()
-            writer.writerows(self.records)
+            writer.writerows(
+                {k: printable(v) if isinstance(v, str) else v for k, v in r.items()}
+                for r in self.records
+            )
             click.echo(buffer.getvalue(), nl=False)
         else:
             echo(self.table())
@@ -238,10 +245,35 @@ class Listing:
         )
 
 
+def limit_option(what: str, *, name: str = "--limit", default: int = 50) -> Callable[[F], F]:
+    """`-n N` on a command that lists things: at most N `what` (0: all of them); click refuses
+    a negative N. Every command reads -n the same way."""
+    return click.option(
+        "-n",
+        name,
+        type=click.IntRange(min=0),
+        default=default,
+        show_default=bool(default),
+        help=f"at most N {what} (0: all)",
+    )
+
+
+def output_format(as_json: bool, as_csv: bool) -> str | None:
+    """ "json", "csv" or None (a table) from `--json` and `--csv`, which exclude each other."""
+    if as_json and as_csv:
+        raise UsageError("give --json or --csv, not both.")
+    return "json" if as_json else "csv" if as_csv else None
+
+
 def format_options(func: F) -> F:
-    """`--json` and `--csv` on a listing."""
-    func = click.option("--csv", "fmt", flag_value="csv", help="CSV, with a header row")(func)
-    return click.option("--json", "fmt", flag_value="json", help="a JSON list of objects")(func)
+    """`--json` and `--csv` on a listing, passed to it as `fmt` (see `output_format`)."""
+
+    @functools.wraps(func)
+    def command(*args: Any, as_json: bool, as_csv: bool, **kwargs: Any) -> Any:
+        return func(*args, fmt=output_format(as_json, as_csv), **kwargs)
+
+    wrapped = click.option("--csv", "as_csv", is_flag=True, help="CSV, with a header row")(command)
+    return click.option("--json", "as_json", is_flag=True, help="a JSON list of objects")(wrapped)  # type: ignore[return-value]
 
 
 def status_cell(status: str) -> Cell:

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import click
 
 from agentsm import facts as f
 from agentsm.trace import TRACE_COLUMNS
 from eventstore import SQLiteEventStore, open_store
+from eventstore.pg_url import is_postgres_url
 
 from .cli_common import (
     Listing,
@@ -22,6 +25,7 @@ from .cli_common import (
     get_builder,
     open_log,
     out,
+    output_format,
     plural,
     status_cell,
 )
@@ -55,6 +59,7 @@ def show(
     run: str, kinds: tuple[str, ...], step: int | None, full: bool, as_json: bool, as_csv: bool
 ) -> None:
     """Print a run's trace: one line per fact (seq, step, state, fact, summary)."""
+    output_format(as_json, as_csv)
     recording = Recording.load(open_log(), run)
     known = {e.event for e in recording.entries} | set(f.FACTS.versions)
     unknown = sorted(set(kinds) - known)
@@ -62,6 +67,12 @@ def show(
         raise UsageError(
             f"--kind {', '.join(unknown)}: no such fact; the kinds are "
             f"{', '.join(sorted(f.FACTS.versions))}."
+        )
+    steps = [e.step for e in recording.entries]
+    if step is not None and step not in steps:
+        raise UsageError(
+            f"Run {recording.run_id} has steps {min(steps)}..{max(steps)}; --step {step} is not "
+            f"one of them: give a step from {min(steps)} to {max(steps)}."
         )
     entries = [
         e
@@ -219,6 +230,7 @@ def import_(file: str) -> None:
     created = "://" not in db and db != ":memory:" and not Path(db).exists()
     store = open_store(db)
     try:
+        known = {r.run_id for r in store.runs()}
         imported = import_runs(store, lines.splitlines(), name=name)
     except BaseException:
         store.close()
@@ -227,7 +239,7 @@ def import_(file: str) -> None:
                 Path(db + suffix).unlink(missing_ok=True)
         raise
     for run_id in imported:
-        click.echo(f"imported {printable(run_id)}")
+        click.echo(f"{'already there' if run_id in known else 'imported'} {printable(run_id)}")
 
 
 @click.command(epilog=example("agentsm backup runs-copy.db --db runs.db"))
@@ -235,9 +247,26 @@ def import_(file: str) -> None:
 @common
 def backup(dest: str) -> None:
     """Copy the log, live or not, into a new file (one consistent snapshot)."""
+    if is_postgres_url(db_path()):
+        raise UsageError(f"backup copies SQLite logs; for this log use: agentsm copy --to {dest}")
     with SQLiteEventStore(db_path(), read_only=True) as store:
         store.backup(dest)
     click.echo(f"backed up {printable(db_path())} to {printable(dest)}")
+
+
+def _draw(picture: Callable[[], Any], out_file: str) -> None:
+    """Draw a picture and save it, or say how to install matplotlib when it is missing."""
+    from agentsm.pictures import save
+
+    try:
+        written = save(picture(), out_file)
+    except ImportError as e:
+        if not (e.name or "").startswith("matplotlib"):
+            raise
+        raise UsageError(
+            "Drawing pictures needs matplotlib: pip install 'agentsm[pictures]'."
+        ) from e
+    click.echo(f"wrote {written}")
 
 
 @click.command(epilog=example("agentsm graph 3f2a --out run.svg", "agentsm graph"))
@@ -248,7 +277,7 @@ def backup(dest: str) -> None:
 def graph(run: str | None, out_file: str | None, builder: str | None) -> None:
     """The transition table as a state diagram, with a run's path (Mermaid text, or an image)."""
     from agentsm import build_transition_table
-    from agentsm.pictures import path_of, save, state_diagram, to_mermaid
+    from agentsm.pictures import path_of, state_diagram, to_mermaid
 
     make = get_builder(builder)
     path = None
@@ -268,7 +297,7 @@ def graph(run: str | None, out_file: str | None, builder: str | None) -> None:
         else:
             click.echo(printable(text, lines=True))
         return
-    click.echo(f"wrote {save(state_diagram(table, path, title), out_file)}")
+    _draw(lambda: state_diagram(table, path, title), out_file)
 
 
 @click.command(epilog=example("agentsm timeline 3f2a --out run.png"))
@@ -277,12 +306,11 @@ def graph(run: str | None, out_file: str | None, builder: str | None) -> None:
 @common
 def timeline(run: str, out_file: str) -> None:
     """A run's timeline: states, tool calls, tokens, durations."""
-    from agentsm.pictures import save
     from agentsm.pictures import timeline as draw
 
     recording = Recording.load(open_log(), run)
     title = f"run {recording.run_id}: {recording.run.task[:60]}"
-    click.echo(f"wrote {save(draw(list(recording.entries), title), out_file)}")
+    _draw(lambda: draw(list(recording.entries), title), out_file)
 
 
 @click.command(epilog=example("agentsm family 3f2a --out family.png"))
@@ -291,12 +319,12 @@ def timeline(run: str, out_file: str) -> None:
 @common
 def family(run: str, out_file: str) -> None:
     """A run's branch family as a tree, each run labelled with its answer or error."""
-    from agentsm.pictures import family_tree, save
+    from agentsm.pictures import family_tree
 
     store = open_log()
     run_id = resolve_run(store, run)
     labels = {r.run_id: r.summary.answer or r.summary.error or "" for r in store.runs()}
-    click.echo(f"wrote {save(family_tree(store, run_id, labels), out_file)}")
+    _draw(lambda: family_tree(store, run_id, labels), out_file)
 
 
 COMMANDS = [show, memory, diff, verify, export, import_, backup, graph, timeline, family]

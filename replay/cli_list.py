@@ -20,6 +20,7 @@ from .cli_common import (
     echo,
     example,
     format_options,
+    limit_option,
     open_log,
     parse_since,
     plural,
@@ -154,9 +155,7 @@ def run_record(r: RunRecord) -> dict[str, Any]:
         "agentsm runs --json | jq '.[].run_id'",
     )
 )
-@click.option(
-    "-n", "--limit", type=int, default=50, show_default=True, help="the newest N (0: all)"
-)
+@limit_option("runs, the newest")
 @click.option("--status", metavar="STATUS", help=f"only this status: {', '.join(STATUSES)}")
 @click.option(
     "--since", metavar="WHEN", help="last fact within a duration (2h, 1d) or since a date"
@@ -232,7 +231,7 @@ SEARCHED = (
     epilog=example("agentsm search 'capital France'", "agentsm search timeout -n 100 --json")
 )
 @click.argument("text")
-@click.option("-n", "--limit", type=int, default=50, show_default=True, help="at most N facts")
+@limit_option("facts")
 @format_options
 @common
 def search(text: str, limit: int, fmt: str | None) -> None:
@@ -243,7 +242,7 @@ def search(text: str, limit: int, fmt: str | None) -> None:
         raise UsageError(
             f"{shown(db_path())} has no full-text search; point --db at a log that does."
         )
-    hits = store.search(text, kinds=SEARCHED, limit=limit)
+    hits = store.search(text, kinds=SEARCHED, limit=limit or sys.maxsize)
     missed = store.unindexed()  # a writable log was brought up to date by the search
     if missed:
         click.echo(

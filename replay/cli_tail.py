@@ -8,11 +8,14 @@ import sys
 
 import click
 
-from .cli_common import example
+from eventstore import RunRecord
+
+from .cli_common import example, limit_option
 from .cli_shared import db_option, reported
+from .errors import UsageError
 from .render import Style, printable
 from .source import open_store, resolve_run
-from .tail import LiveFact, follow
+from .tail import ENDED, LiveFact, follow
 
 __all__ = ["tail_command"]
 
@@ -27,6 +30,16 @@ def render(fact: LiveFact, style: Style, *, with_run: bool) -> str:
     )
 
 
+def _check_after(record: RunRecord, after: int) -> None:
+    """Refuse an `--after` that leaves nothing to print of a run that has ended."""
+    if record.status in ENDED and after >= record.last_seq:
+        raise UsageError(
+            f"Run {record.run_id} has ended with facts 1..{record.last_seq}; --after {after} "
+            f"leaves none of them: give --after from 0 to {record.last_seq - 1}, or --follow "
+            "to wait for more."
+        )
+
+
 @click.command("tail", epilog=example("agentsm tail 3f2a", "agentsm tail --all --new --json"))
 @click.argument("run", required=False)
 @click.option("--all", "every", is_flag=True, help="follow every run, new ones included")
@@ -34,7 +47,7 @@ def render(fact: LiveFact, style: Style, *, with_run: bool) -> str:
 @click.option("--follow", "forever", is_flag=True, help="keep following after the run ends")
 @click.option("--after", type=click.IntRange(min=0), default=0, help="start after this seq")
 @click.option("--new", "only_new", is_flag=True, help="with --all: only facts recorded from now on")
-@click.option("-n", "--count", type=click.IntRange(min=1), default=None, help="stop after N facts")
+@limit_option("facts, then stop", name="--count", default=0)
 @click.option("--json", "as_json", is_flag=True, help="one JSON object per fact")
 @click.option(
     "--poll", type=click.FloatRange(min=0.01), default=1.0, help="longest sleep between looks"
@@ -46,7 +59,7 @@ def tail_command(
     forever: bool,
     after: int,
     only_new: bool,
-    count: int | None,
+    count: int,
     as_json: bool,
     poll: float,
 ) -> None:
@@ -70,12 +83,14 @@ def tail_command(
             else:
                 click.echo(render(fact, style, with_run=every))
             shown += 1
-            if count is not None and shown >= count:
+            if count and shown >= count:
                 return
 
     try:
         with reported():
             run = None if run is None else resolve_run(store, run)
+            if run is not None and not forever:
+                _check_after(store.run(run), after)
             asyncio.run(show())
             status = store.run(run).status if run is not None else None
     except KeyboardInterrupt:

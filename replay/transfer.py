@@ -19,15 +19,23 @@ from agentsm.facts import FACTS
 from eventstore import EventStore, NewEvent, RunSummary, StoredEvent
 from eventstore.chain import GENESIS, V2, exact_text, relink
 
-from .errors import ImportRefused
+from .errors import ImportRefused, ReplayError
 from .source import resolve_run
 
 __all__ = ["export_run", "facts_of", "import_runs"]
 
 
 def export_run(store: EventStore, run_id: str) -> Iterator[str]:
-    """The run as JSON lines: its catalog entry, then every event with its envelope and hash."""
+    """The run as JSON lines: its catalog entry, then every event with its envelope and hash.
+    A run whose hash chain does not verify is refused (`ReplayError`) before any line: its
+    export could not be imported."""
     record = store.run(resolve_run(store, run_id))
+    report = store.verify(record.run_id)
+    if report.broken is not None:
+        raise ReplayError(
+            f"Run {record.run_id} cannot be exported: its hash chain is broken at "
+            f"seq {report.broken.seq} ({report.broken.kind}); see agentsm verify {record.run_id}."
+        )
     events = store.read(record.run_id, upto=record.last_seq)  # the facts its status is about
     head = next((e.hash for e in reversed(events) if e.hash is not None), None)
     line = {
@@ -136,12 +144,22 @@ def _event(run: _Run, item: dict[str, Any]) -> NewEvent:
         given, run.previous, run.run_id, seq, kind, version, payload, event.meta, event.recorded_at
     )
     if given != hashed:
-        raise ValueError(
+        raise _BrokenChain(
             f"the hash of seq {seq} ({kind}) does not match its fact and the chain before it: "
-            "the file was changed after it was exported"
+            "the file was changed after it was exported, or the run's chain was already broken "
+            "at the source",
+            run.run_id,
         )
     run.previous = hashed
     return event
+
+
+class _BrokenChain(ValueError):
+    """A fact whose hash does not continue the chain: changed in the file, or at the source."""
+
+    def __init__(self, problem: str, run_id: str) -> None:
+        super().__init__(problem)
+        self.run_id = run_id
 
 
 def _header(item: dict[str, Any]) -> None:
@@ -183,6 +201,9 @@ def _parse(lines: Iterable[str], name: str) -> list[_Run]:
                 runs[-1].last_line = number
             else:
                 raise ValueError("neither a run nor one of its facts")
+    except _BrokenChain as e:
+        advice = f"check the source with agentsm verify {e.run_id}, then export the run again"
+        raise ImportRefused(number, str(e), advice=advice) from e
     except (ValueError, UnreadableFact) as e:
         raise ImportRefused(number, str(e)) from e
     if not runs:
@@ -210,39 +231,43 @@ def facts_of(events: Iterable[NewEvent | StoredEvent]) -> list[tuple[Any, ...]]:
     ]
 
 
-def _refuse_existing(store: EventStore, runs: list[_Run]) -> None:
-    """A run of the file that the store holds already: say so, and whether it differs."""
+def _already_there(store: EventStore, runs: list[_Run]) -> set[str]:
+    """The runs of the file that the store holds already with the same facts (left as they
+    are); one it holds with other facts, or one in the file twice, is refused."""
     known = {r.run_id for r in store.runs()}
     seen: set[str] = set()
+    present: set[str] = set()
     for run in runs:
         if run.run_id in seen:
             raise ImportRefused(run.line, f"run {run.run_id} is in the file twice")
         seen.add(run.run_id)
         if run.run_id not in known:
             continue
-        if facts_of(store.read(run.run_id)) == facts_of(run.events):
-            problem = "with the same facts: nothing needs doing"
-            advice = ""
-        else:
-            problem = "with other facts"
-            advice = "import the file into another database to keep both"
-        raise ImportRefused(
-            run.line, f"run {run.run_id} is already in this database, {problem}", advice=advice
-        )
+        if facts_of(store.read(run.run_id)) != facts_of(run.events):
+            raise ImportRefused(
+                run.line,
+                f"run {run.run_id} is already in this database, with other facts",
+                advice="import the file into another database to keep both",
+            )
+        present.add(run.run_id)
+    return present
 
 
 def import_runs(store: EventStore, lines: Iterable[str], *, name: str = "the file") -> list[str]:
-    """Add the runs of an export to the store, in one transaction, and return their ids.
-    Every line is checked first; a file with any bad line (not JSON, a fact that does not
-    decode, a broken hash, facts cut off before the count and head the run's line states, a
-    run that exists) or with no runs raises `ImportRefused` naming the line, and nothing of it
-    is imported. `name` names the file in messages. A run's catalog status is the one its
-    export states, or "imported" for an export made before exports stated their length (the
-    file cannot show that it is whole)."""
+    """Add the runs of an export to the store, in one transaction, and return the ids of the
+    file's runs (a run the store holds already with the same facts is left as it is, so an
+    import can be run again). Every line is checked first; a file with any bad line (not JSON,
+    a fact that does not decode, a broken hash, facts cut off before the count and head the
+    run's line states, a run that exists with other facts) or with no runs raises
+    `ImportRefused` naming the line, and nothing of it is imported. `name` names the file in
+    messages. A run's catalog status is the one its export states, or "imported" for an export
+    made before exports stated their length (the file cannot show that it is whole)."""
     runs = _parse(lines, name)
-    _refuse_existing(store, runs)
+    present = _already_there(store, runs)
     with store.batch():  # one transaction: the whole file or nothing of it
         for run in runs:
+            if run.run_id in present:
+                continue
             status = run.item.get("status") if run.stated is not None else None
             summary = run.item.get("summary")
             extra = {"summary": RunSummary(**summary)} if summary else {}

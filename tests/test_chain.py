@@ -136,6 +136,34 @@ def test_an_export_edited_after_it_was_made_is_refused_whole(
     assert err.count("\n") == 1 and "line 35" in err and "Nothing of the file" in err
 
 
+def test_a_run_whose_chain_is_broken_in_the_log_is_not_exported(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "log.db"
+    record(db)
+    tamper(db, f"UPDATE events SET payload = replace(payload, '{LONG}', '{FORGED}')")
+    assert main(["--db", str(db), "export", "r"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.count("\n") == 1
+    assert "broken at seq 15 (LlmResponded)" in captured.err
+    assert "agentsm verify r" in captured.err
+
+
+def test_an_import_whose_chain_does_not_check_points_at_the_source_too(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "log.db"
+    record(db)
+    lines = list(export_run(SQLiteEventStore(db), "r"))
+    forged = [line.replace(LONG, FORGED) for line in lines]
+    (tmp_path / "forged.jsonl").write_text("\n".join(forged) + "\n")
+    assert main(["--db", str(tmp_path / "copy.db"), "import", str(tmp_path / "forged.jsonl")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "broken at the source" in err and "check the source with agentsm verify r" in err
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [
@@ -273,7 +301,7 @@ def test_an_export_made_before_exports_stated_their_length_imports_with_status_i
 
 
 def test_a_run_already_in_the_database_is_said_so_not_to_be_exported_again(
-    tmp_path: Path,
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     db, other, copy = tmp_path / "log.db", tmp_path / "other.db", tmp_path / "copy.db"
     record(db)
@@ -281,12 +309,11 @@ def test_a_run_already_in_the_database_is_said_so_not_to_be_exported_again(
     target = SQLiteEventStore(copy)
     lines = list(export_run(SQLiteEventStore(db), "r"))
     assert import_runs(target, lines) == ["r"]
-    with pytest.raises(ImportRefused) as same:
-        import_runs(target, lines)
-    assert "run r is already in this database, with the same facts: nothing needs doing" in str(
-        same.value
-    )
-    assert "export the run again" not in str(same.value)
+    assert import_runs(target, lines) == ["r"]  # already there, the same: left as it is
+    assert len(target.read("r")) == len(lines) - 1
+    (tmp_path / "run.jsonl").write_text("\n".join(lines) + "\n")
+    assert main(["--db", str(copy), "import", str(tmp_path / "run.jsonl")]) == 0
+    assert capsys.readouterr().out == "already there r\n"
     with pytest.raises(ImportRefused) as different:
         import_runs(target, list(export_run(SQLiteEventStore(other), "r")))
     assert "run r is already in this database, with other facts" in str(different.value)

@@ -3,6 +3,8 @@ exit code 2, the traceback only under --debug, and nothing recorded changed."""
 
 from __future__ import annotations
 
+import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -10,6 +12,7 @@ import pytest
 from agentsm import AgentBuilder, AgentConfig, AgentMemory, LlmResponse, MockLlmCaller
 from eventstore import SQLiteEventStore
 from replay.cli import main
+from replay.recording import Recording
 
 
 def say(text: str) -> str:
@@ -84,6 +87,47 @@ def test_malformed_values_name_the_option_and_the_form(
     assert "Unknown run id 'nope'" in err
     err = fails(capsys, "--db", path, "replay")
     assert "RUN id, or --all" in err
+
+
+def test_backup_of_a_postgresql_log_points_at_copy(capsys: pytest.CaptureFixture[str]) -> None:
+    url = "postgresql://agentsm@127.0.0.1:1/none"
+    err = fails(capsys, "--db", url, "backup", "copy.db")
+    assert "backup copies SQLite logs; for this log use: agentsm copy --to copy.db" in err
+
+
+@pytest.mark.parametrize("command", ["graph", "timeline", "family"])
+def test_pictures_without_matplotlib_say_how_to_install_it(
+    command: str,
+    db: tuple[str, str, int],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    path, run_id, _ = db
+    for name in [m for m in sys.modules if m == "matplotlib" or m.startswith("matplotlib.")]:
+        monkeypatch.delitem(sys.modules, name)
+    for name in ("matplotlib", "matplotlib.figure", "matplotlib.font_manager"):
+        monkeypatch.setitem(sys.modules, name, None)  # as if it were not installed
+    out = str(tmp_path / "picture.svg")
+    err = fails(capsys, "--db", path, command, run_id, "--out", out)
+    assert "needs matplotlib: pip install 'agentsm[pictures]'" in err
+    assert not Path(out).exists()
+
+
+def test_a_range_that_selects_nothing_is_refused_naming_the_range(
+    db: tuple[str, str, int], capsys: pytest.CaptureFixture[str]
+) -> None:
+    path, run_id, last = db
+    for after in (str(last), "100"):
+        err = fails(capsys, "--db", path, "tail", run_id, "--after", after)
+        assert f"facts 1..{last}" in err and f"--after from 0 to {last - 1}" in err
+    assert main(["--db", path, "tail", run_id, "--after", str(last - 1), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["seq"] == last
+    steps = {e.step for e in Recording.load(SQLiteEventStore(path), run_id).entries}
+    err = fails(capsys, "--db", path, "show", run_id, "--step", "99")
+    assert f"steps {min(steps)}..{max(steps)}; --step 99 is not one of them" in err
+    assert main(["--db", path, "show", run_id, "--step", str(max(steps)), "--csv"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) > 1
 
 
 def test_unexpected_errors_are_one_line_and_debug_shows_the_traceback(

@@ -108,6 +108,28 @@ def test_runs_lists_the_catalog_as_json_and_csv_the_same_as_the_fold(
     assert json.loads(out) == []
 
 
+def test_every_csv_shows_control_characters_as_escapes_and_json_keeps_them(
+    tmp_path: Path, capsys: Capture
+) -> None:
+    db = tmp_path / "runs.db"
+    answer = "The screen \x1b[2Jwas cleared, which is long enough to be accepted."
+    run_id = record(
+        db, AgentBuilder("clear").llm(MockLlmCaller([LlmResponse.final_answer(answer)]))
+    )
+    code, out, _ = run(capsys, "runs", "--db", str(db), "--json")
+    assert json.loads(out)[0]["answer"] == answer
+    code, out, _ = run(capsys, "runs", "--db", str(db), "--csv")
+    assert next(csv.DictReader(io.StringIO(out)))["answer"] == answer.replace("\x1b", "\\x1b")
+    code, out, _ = run(
+        capsys, "show", run_id, "--db", str(db), "--csv", "--kind", "FinalAnswerProduced"
+    )
+    assert "\\x1b[2J" in next(csv.DictReader(io.StringIO(out)))["data"]
+    for command in (["runs"], ["search", "screen"], ["show", run_id]):
+        code, out, err = run(capsys, *command, "--db", str(db), "--json", "--csv")
+        assert code == 2 and out == "" and err.count("\n") == 1
+        assert "give --json or --csv, not both" in err
+
+
 def test_runs_never_reads_a_log(
     log: dict[str, str], capsys: Capture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -212,6 +234,33 @@ def test_search_finds_tasks_observations_and_answers(log: dict[str, str], capsys
     assert {h["kind"] for h in hits} >= {"FinalAnswerProduced", "LlmResponded"}
     code, out, _ = run(capsys, "search", "zebra", "--db", log["db"])
     assert code == 0 and out.startswith("Nothing matches 'zebra'")
+
+
+def test_n_is_at_most_n_everywhere_zero_is_all_and_negative_is_refused(
+    log: dict[str, str], capsys: Capture
+) -> None:
+    code, out, _ = run(capsys, "search", "long enough", "--db", log["db"], "--json")
+    every = json.loads(out)
+    assert len(every) > 1
+    for n, expected in (("0", every), ("1", every[:1])):
+        code, out, err = run(capsys, "search", "long enough", "--db", log["db"], "--json", "-n", n)
+        assert code == 0 and json.loads(out) == expected, err
+    code, out, _ = run(capsys, "runs", "--db", log["db"], "--json", "-n", "0")
+    assert len(json.loads(out)) == 3
+    tail = ["tail", log["parallel"], "--db", log["db"], "--json"]
+    code, out, _ = run(capsys, *tail)
+    facts = out.splitlines()
+    for n, expected in (("0", facts), ("2", facts[:2])):
+        code, out, err = run(capsys, *tail, "-n", n)
+        assert code == 0 and out.splitlines() == expected, err
+    for argv in (
+        ["search", "long enough", "-n", "-2"],
+        ["runs", "-n", "-1"],
+        ["tail", log["parallel"], "-n", "-1"],
+    ):
+        code, out, err = run(capsys, *argv, "--db", log["db"])
+        assert code == 2 and out == "" and err.count("\n") == 1, err
+        assert "-n" in err and ">=0" in err, err
 
 
 def test_stats_count_statuses_tools_tokens_and_errors(log: dict[str, str], capsys: Capture) -> None:
