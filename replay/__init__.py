@@ -17,6 +17,7 @@ from .effects import (
 from .errors import (
     BuilderRequired,
     CopyRefused,
+    ExportRefused,
     ImportRefused,
     ReplayError,
     SeqOutOfRange,
@@ -34,6 +35,7 @@ from .worker import Worker, WorkResult
 __all__ = [
     "BuilderRequired",
     "CopyRefused",
+    "ExportRefused",
     "CopyReport",
     "Divergence",
     "ImportRefused",

@@ -111,7 +111,9 @@ def show(
     epilog=example("agentsm memory 3f2a --at 17", "agentsm memory 3f2a --at 17 --messages")
 )
 @click.argument("run")
-@click.option("--at", type=int, metavar="SEQ", help="sequence number (default: the last)")
+@click.option(
+    "--at", "--seq", "at", type=int, metavar="SEQ", help="sequence number (default: the last)"
+)
 @click.option("--messages", is_flag=True, help="the conversation the LLM is sent at that point")
 @click.option("--json", "as_json", is_flag=True, help="the whole memory as JSON")
 @common

@@ -91,6 +91,8 @@ def diff_runs(store: EventStore, run_a: str, run_b: str) -> RunDiff:
         relation = f"A branched from B at seq {a.run.branch_seq}"
     elif a.run.parent_id and a.run.parent_id == b.run.parent_id:
         relation = f"siblings, both branched from {a.run.parent_id}"
+    elif a.run_id == b.run_id:
+        relation = "one run compared with itself"
     else:
         relation = "unrelated runs" if a.run.task != b.run.task else "two runs of the same task"
     own = [e for e in a.entries if not isinstance(e.fact, RunBranched)]

@@ -3,6 +3,7 @@
 ReplayError            root of what the replay package raises about a request
 ├── SeqOutOfRange      a sequence number the run does not have (also a ValueError)
 ├── BuilderRequired    the run used parts of the agent only the user's builder has
+├── ExportRefused      a run whose hash chain does not verify: nothing exported
 ├── ImportRefused      an export file that is bad, cut off or holds a known run: nothing imported
 ├── CopyRefused        a run that cannot be copied as it is: nothing copied
 └── UsageError         a command-line value that cannot be used as given
@@ -17,6 +18,7 @@ from agentsm import AgentError
 __all__ = [
     "BuilderRequired",
     "CopyRefused",
+    "ExportRefused",
     "ImportRefused",
     "ReplayError",
     "SeqOutOfRange",
@@ -57,6 +59,18 @@ class BuilderRequired(ReplayError):
 
 class UsageError(ReplayError):
     """A command-line value that cannot be used as given; the message shows the right form."""
+
+
+class ExportRefused(ReplayError):
+    """A run that cannot be exported: its hash chain breaks at `seq` (see `agentsm verify`), so
+    no import could accept the file; nothing was written."""
+
+    def __init__(self, run_id: str, seq: int, kind: str) -> None:
+        self.run_id, self.seq, self.kind = run_id, seq, kind
+        super().__init__(
+            f"Run {run_id} cannot be exported: its hash chain is broken at seq {seq} ({kind}); "
+            f"see agentsm verify {run_id}."
+        )
 
 
 class ImportRefused(ReplayError):

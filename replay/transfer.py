@@ -19,7 +19,7 @@ from agentsm.facts import FACTS
 from eventstore import EventStore, NewEvent, RunSummary, StoredEvent
 from eventstore.chain import GENESIS, V2, exact_text, relink
 
-from .errors import ImportRefused, ReplayError
+from .errors import ExportRefused, ImportRefused
 from .source import resolve_run
 
 __all__ = ["export_run", "facts_of", "import_runs"]
@@ -27,15 +27,12 @@ __all__ = ["export_run", "facts_of", "import_runs"]
 
 def export_run(store: EventStore, run_id: str) -> Iterator[str]:
     """The run as JSON lines: its catalog entry, then every event with its envelope and hash.
-    A run whose hash chain does not verify is refused (`ReplayError`) before any line: its
+    A run whose hash chain does not verify is refused (`ExportRefused`) before any line: its
     export could not be imported."""
     record = store.run(resolve_run(store, run_id))
     report = store.verify(record.run_id)
     if report.broken is not None:
-        raise ReplayError(
-            f"Run {record.run_id} cannot be exported: its hash chain is broken at "
-            f"seq {report.broken.seq} ({report.broken.kind}); see agentsm verify {record.run_id}."
-        )
+        raise ExportRefused(record.run_id, report.broken.seq, report.broken.kind)
     events = store.read(record.run_id, upto=record.last_seq)  # the facts its status is about
     head = next((e.hash for e in reversed(events) if e.hash is not None), None)
     line = {

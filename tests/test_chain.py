@@ -14,7 +14,15 @@ import pytest
 from agentsm import AgentBuilder, LlmResponse, MockLlmCaller, tool
 from eventstore import NewEvent, SQLiteEventStore, StoreError
 from eventstore.chain import GENESIS, V2, link, link_v1
-from replay import ImportRefused, branch_run, decide, export_run, import_runs, replay_run
+from replay import (
+    ExportRefused,
+    ImportRefused,
+    branch_run,
+    decide,
+    export_run,
+    import_runs,
+    replay_run,
+)
 from replay.cli import main
 
 LONG = "The answer, which is long enough to be accepted."
@@ -148,6 +156,13 @@ def test_a_run_whose_chain_is_broken_in_the_log_is_not_exported(
     assert captured.err.count("\n") == 1
     assert "broken at seq 15 (LlmResponded)" in captured.err
     assert "agentsm verify r" in captured.err
+    with pytest.raises(ExportRefused) as refused:  # the library says where, for scripts
+        list(export_run(SQLiteEventStore(db), "r"))
+    assert (refused.value.run_id, refused.value.seq, refused.value.kind) == (
+        "r",
+        15,
+        "LlmResponded",
+    )
 
 
 def test_an_import_whose_chain_does_not_check_points_at_the_source_too(

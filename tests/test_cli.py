@@ -99,6 +99,7 @@ def test_inspection_commands_on_a_demo_database(tmp_path: Path) -> None:
     lines = ok(agentsm(*db, "show", original, "--json", cwd=tmp_path)).splitlines()
     assert len(lines) == 45 and json.loads(lines[0])["fact"]["kind"] == "RunStarted"
     memory = ok(agentsm(*db, "memory", original, "--at", "20", cwd=tmp_path))
+    assert ok(agentsm(*db, "memory", original, "--seq", "20", cwd=tmp_path)) == memory  # a guess
     assert "state ParallelActing" in memory and "history (1 entry)" in memory
     as_json = json.loads(ok(agentsm(*db, "memory", original, "--at", "20", "--json", cwd=tmp_path)))
     assert as_json["state"] == "ParallelActing" and as_json["memory"]["step"] == 2

@@ -190,6 +190,8 @@ def test_branch_with_another_llm_answer_and_diff(tmp_path: Path) -> None:
     text = str(diff)
     assert f"B branched from A at seq {point}" in text and "Changed my mind" in text
     assert replay_run(db, new_id).identical  # a branch replays too
+    itself = diff_runs(store, run_id, run_id)
+    assert itself.divergence is None and "one run compared with itself" in str(itself)
 
 
 def test_branch_with_a_tool_result_config_and_live_llm(tmp_path: Path) -> None:
