@@ -35,9 +35,9 @@ from .worker import Worker, WorkResult
 __all__ = [
     "BuilderRequired",
     "CopyRefused",
-    "ExportRefused",
     "CopyReport",
     "Divergence",
+    "ExportRefused",
     "ImportRefused",
     "LiveFact",
     "Moment",
