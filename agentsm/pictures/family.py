@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from eventstore import EventStore, RunRecord
+from eventstore import EventStore, RunRecord, UnknownRun
 
 from ._mpl import figure
 
@@ -12,13 +12,17 @@ __all__ = ["family_of", "family_tree"]
 
 
 def family_of(store: EventStore, run_id: str) -> list[tuple[RunRecord, int]]:
-    """The whole family of `run_id` (from its root), depth first, with each run's depth."""
-    by_id = {r.run_id: r for r in store.runs()}
-    root = by_id[run_id] if run_id in by_id else store.run(run_id)
-    while root.parent_id and root.parent_id in by_id:
-        root = by_id[root.parent_id]
+    """The whole family of `run_id` (an id or a unique prefix) from its root, depth first, with
+    each run's depth. A branch keeps its parent's task, so the family is found among the runs
+    of that task (one query of the catalog) rather than in the whole catalog."""
+    root = store.run(store.resolve(run_id))
+    while root.parent_id:
+        try:
+            root = store.run(root.parent_id)
+        except UnknownRun:  # a parent not in this log (an imported branch): the tree starts here
+            break
     children: dict[str, list[RunRecord]] = {}
-    for r in by_id.values():
+    for r in store.runs(task=root.task):
         if r.parent_id:
             children.setdefault(r.parent_id, []).append(r)
     out: list[tuple[RunRecord, int]] = []

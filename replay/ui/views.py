@@ -11,11 +11,12 @@ from agentsm import State, build_transition_table
 from agentsm import facts as f
 from agentsm.memory import fold_with_state
 from agentsm.pictures.diagram import path_of
+from agentsm.pictures.family import family_of
 from agentsm.pictures.layout import lay_out
 from agentsm.states.waiting import approval_requests
 from agentsm.trace import TraceEntry
 from agentsm.types import TERMINAL_STATES
-from eventstore import EventStore, RunRecord, UnknownRun
+from eventstore import EventStore
 
 from ..cli_list import run_record
 from ..diffing import diff_runs
@@ -25,7 +26,6 @@ __all__ = [
     "diagram_of",
     "diff_of",
     "entry_of",
-    "family",
     "lineage_of",
     "run_detail",
     "timeline_of",
@@ -225,36 +225,11 @@ def timeline_of(entries: Sequence[TraceEntry]) -> dict[str, Any]:
     return {"start": start, "end": end, "states": states, "llm": llm, "tools": tools}
 
 
-def family(store: EventStore, run_id: str) -> list[tuple[RunRecord, int]]:
-    """The run's branch family from its root, depth first, with each run's depth. A branch
-    keeps its parent's task, so the family is found among the runs of that task (one query
-    of the catalog) rather than in the whole catalog."""
-    root = store.run(store.resolve(run_id))
-    while root.parent_id:
-        try:
-            root = store.run(root.parent_id)
-        except UnknownRun:  # a parent not in this log (an imported branch): the tree starts here
-            break
-    children: dict[str, list[RunRecord]] = {}
-    for r in store.runs(task=root.task):
-        if r.parent_id:
-            children.setdefault(r.parent_id, []).append(r)
-    out: list[tuple[RunRecord, int]] = []
-
-    def walk(run: RunRecord, depth: int) -> None:
-        out.append((run, depth))
-        for child in sorted(children.get(run.run_id, []), key=lambda c: c.branch_seq or 0):
-            walk(child, depth + 1)
-
-    walk(root, 0)
-    return out
-
-
 def lineage_of(store: EventStore, run_id: str) -> list[dict[str, Any]]:
     """The run's branch family from its root, depth first: each run with its depth, the seq
     of its parent where it parted and the changes its RunBranched fact names."""
     out = []
-    for record, depth in family(store, run_id):
+    for record, depth in family_of(store, run_id):
         changes: list[str] = []
         if record.parent_id:
             upto = (record.branch_seq or 0) + 1  # RunBranched follows the parent's facts
