@@ -30,20 +30,27 @@ from .types import (
 __all__ = [
     "FACTS",
     "FACT_ADAPTER",
+    "JUDGING",
     "OWNERS",
     "AnswerRejected",
     "ApprovalRequested",
+    "Candidate",
+    "CandidatePicked",
+    "CandidatesGathered",
     "ConfidenceLow",
     "Decision",
     "Fact",
     "FinalAnswerProduced",
     "HistoryCompressed",
     "HumanDecided",
+    "JudgeAnswered",
+    "JudgeAsked",
     "LlmFailed",
     "LlmRequested",
     "LlmResponded",
     "ObservationCommitted",
     "PatchMarked",
+    "PickRefused",
     "ReflectionSkipped",
     "RunAborted",
     "RunBranched",
@@ -318,6 +325,86 @@ class RunAborted(_Fact):
     message: str
 
 
+class Candidate(BaseModel):
+    """One branch of a best-of-N judgement as the judge saw it: its run, its place among the
+    variants (`index`, from 0), its label, model and changes, and how it ended."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    index: int
+    run_id: str
+    label: str = ""
+    model: str = ""
+    changes: tuple[str, ...] = ()
+    status: str
+    answer: str | None = None
+    error: str | None = None
+    steps: int = 0
+    tokens: int = 0
+
+    @property
+    def finished(self) -> bool:
+        """Whether it ended with an answer (status done): only such a candidate can win."""
+        return self.status == "done" and self.answer is not None
+
+    def __repr__(self) -> str:
+        said = self.answer if self.finished else self.error or ""
+        shown = said if len(said) <= 40 else said[:39] + "…"
+        return (
+            f"Candidate({self.index}, {self.run_id!r}, label={self.label!r}, "
+            f"status={self.status!r}, {'answer' if self.finished else 'error'}={shown!r})"
+        )
+
+
+class CandidatesGathered(_Fact):
+    """A best-of-N judgement began (the first fact after its RunStarted): the branches of
+    `parent_id` from seq `parent_seq` that compete, how each ended, and who judges them."""
+
+    kind: Literal["CandidatesGathered"] = "CandidatesGathered"
+    parent_id: str
+    parent_seq: int
+    candidates: tuple[Candidate, ...]
+    judge: str
+    """"function module.name" or "llm MODEL"."""
+
+
+class JudgeAsked(_Fact):
+    """The judging LLM is about to be asked: the whole prompt it is sent (committed first)."""
+
+    kind: Literal["JudgeAsked"] = "JudgeAsked"
+    model: str
+    system_prompt: str
+    prompt: str
+
+
+class JudgeAnswered(_Fact):
+    """The judging LLM's response (its usage is summed into memory)."""
+
+    kind: Literal["JudgeAnswered"] = "JudgeAnswered"
+    response: LlmResponse
+
+
+class CandidatePicked(_Fact):
+    """The judgement's outcome: the candidate picked (its answer becomes this run's final
+    answer), the judge's scores by candidate index (None where it gave none) and its reason."""
+
+    kind: Literal["CandidatePicked"] = "CandidatePicked"
+    index: int
+    run_id: str
+    answer: str
+    label: str = ""
+    scores: tuple[float | None, ...] = ()
+    reason: str = ""
+
+
+class PickRefused(_Fact):
+    """No candidate was picked: `reason` is a code (no_finished_candidate, judge_error,
+    bad_choice) and `message` says what the judge did."""
+
+    kind: Literal["PickRefused"] = "PickRefused"
+    reason: str
+    message: str
+
+
 Fact = Annotated[
     RunStarted
     | StepStarted
@@ -342,7 +429,12 @@ Fact = Annotated[
     | RunBranched
     | PatchMarked
     | ValueDrawn
-    | RunAborted,
+    | RunAborted
+    | CandidatesGathered
+    | JudgeAsked
+    | JudgeAnswered
+    | CandidatePicked
+    | PickRefused,
     Field(discriminator="kind"),
 ]
 
@@ -353,6 +445,10 @@ versions; upcasters are registered on it."""
 FACT_ADAPTER: TypeAdapter[Fact] = FACTS.adapter
 
 _P, _A, _PA = State.Planning, State.Acting, State.ParallelActing
+
+JUDGING = "Judging"
+"""The state name in the envelopes of a best-of-N judgement's facts (`replay.best_of`): no
+state of the machine records them."""
 
 OWNERS: dict[str, frozenset[str]] = {
     "RunStarted": frozenset({State.Idle}),
@@ -374,7 +470,13 @@ OWNERS: dict[str, frozenset[str]] = {
     "HistoryCompressed": frozenset({State.Reflecting}),
     "ReflectionSkipped": frozenset({State.Reflecting}),
     "RunFinished": frozenset({State.Done, State.Error}),
+    "CandidatesGathered": frozenset({JUDGING}),
+    "JudgeAsked": frozenset({JUDGING}),
+    "JudgeAnswered": frozenset({JUDGING}),
+    "CandidatePicked": frozenset({JUDGING}),
+    "PickRefused": frozenset({JUDGING}),
 }
 """Which built-in state may record which fact. Transitioned, RunBranched and RunAborted are the
-engine's.
+engine's; the judgement facts (CandidatesGathered ... PickRefused) are best-of-N's, recorded
+in a judgement run of their own, never by a state of the machine.
 Custom states (names outside `State`) are not restricted."""

@@ -240,3 +240,23 @@ def _(fact: f.FinalAnswerProduced, memory: AgentMemory) -> AgentMemory:
 @_reduce.register
 def _(fact: f.RunFailed, memory: AgentMemory) -> AgentMemory:
     return _evolve(memory, {"error": fact.message})
+
+
+for _kind in (f.CandidatesGathered, f.JudgeAsked):
+    _reduce.register(_kind)(_unchanged)
+
+
+@_reduce.register
+def _(fact: f.JudgeAnswered, memory: AgentMemory) -> AgentMemory:
+    usage = fact.response.usage
+    return _evolve(memory, {"total_usage": memory.total_usage + usage}) if usage else memory
+
+
+@_reduce.register
+def _(fact: f.CandidatePicked, memory: AgentMemory) -> AgentMemory:
+    return _evolve(memory, {"final_answer": fact.answer})
+
+
+@_reduce.register
+def _(fact: f.PickRefused, memory: AgentMemory) -> AgentMemory:
+    return _evolve(memory, {"error": fact.message})

@@ -253,4 +253,19 @@ def summarize(fact: Fact) -> str:
             return f"{fact.source} = {fact.value!r}"
         case f.RunAborted():
             return f"{fact.error_type}: {_short(fact.message, 80)}"
+        case f.CandidatesGathered():
+            ended = ", ".join(f"#{c.index} {c.run_id} {c.status}" for c in fact.candidates)
+            return f"from {fact.parent_id} at seq {fact.parent_seq}, judge {fact.judge}: {ended}"
+        case f.JudgeAsked():
+            return f"model={fact.model or '(default)'} prompt {_short(fact.prompt, 50)!r}"
+        case f.JudgeAnswered():
+            usage = fact.response.usage
+            tokens = f" tokens={usage.total_tokens}" if usage else ""
+            return f"{_short(fact.response.content or '')!r}{tokens}"
+        case f.CandidatePicked():
+            label = f" ({fact.label})" if fact.label else ""
+            why = f": {_short(fact.reason, 50)}" if fact.reason else ""
+            return f"#{fact.index} {fact.run_id}{label}{why}"
+        case f.PickRefused():
+            return f"{fact.reason}: {_short(fact.message, 80)}"
     return ""  # pragma: no cover

@@ -5,9 +5,11 @@ from __future__ import annotations
 import uuid
 import warnings
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from agentsm import (
     AgentConfig,
+    AgentEngine,
     AgentFailed,
     EngineError,
     HumanInputRequired,
@@ -17,16 +19,18 @@ from agentsm import (
     ToolOutcome,
 )
 from agentsm import facts as f
+from agentsm._sync import run_sync
 from agentsm.facts import FACTS
 from agentsm.recorder import encode_meta
 from eventstore import EventStore, NewEvent
 
 from .branchnotes import UnusedChange, unused_changes
 from .effects import RecordedDecisions, RecordedLlm, RecordedTools, RecordedValues
+from .errors import ReplayError
 from .recording import Recording
 from .source import Builder, StoreLike, open_store, recorded_builder
 
-__all__ = ["branch_run"]
+__all__ = ["Branch", "branch_run", "judged", "start_branch"]
 
 
 def branch_run(
@@ -56,8 +60,76 @@ def branch_run(
     point used (no LLM call or tool run came, or the answer became a reflection summary) is
     reported with an `UnusedChange` warning: the branch then repeats its parent.
     """
-    store = open_store(db)
+    branch = start_branch(
+        open_store(db),
+        run_id,
+        at,
+        llm_response=llm_response,
+        tool_result=tool_result,
+        config=config,
+        llm=llm,
+        builder=builder,
+        new_run_id=new_run_id,
+        live_tools=live_tools,
+        on_live_tool=on_live_tool,
+    )
+    run_sync(branch.drive())
+    for note in branch.unused():
+        warnings.warn(UnusedChange(note), stacklevel=2)  # the branch repeats its parent
+    return branch.run_id
+
+
+@dataclass(frozen=True)
+class Branch:
+    """A branch recorded up to its RunBranched fact, with the engine that continues it: what
+    `branch_run` drives alone and best-of-N drives with its siblings on one event loop."""
+
+    run_id: str
+    engine: AgentEngine
+    changes: tuple[str, ...]
+
+    async def drive(self) -> BaseException | None:
+        """Continue the branch to its end (or until it waits); its outcome is in its log. An
+        ending that is data (failed, aborted, waiting) comes back as the error, not raised."""
+        try:
+            await self.engine.arun()
+        except (AgentFailed, HumanInputRequired, EngineError) as e:
+            return e
+        return None
+
+    def unused(self) -> list[str]:
+        """One sentence per change of the branch that nothing after its point used."""
+        entries = Recording.load(self.engine.store, self.run_id).entries
+        return unused_changes(self.run_id, entries, self.changes)
+
+    def __repr__(self) -> str:
+        return f"Branch(run_id={self.run_id!r}, changes={self.changes!r})"
+
+
+def start_branch(
+    store: EventStore,
+    run_id: str,
+    at: int,
+    *,
+    llm_response: LlmResponse | None = None,
+    tool_result: str | ToolOutcome | None = None,
+    config: AgentConfig | None = None,
+    llm: LlmCaller | None = None,
+    builder: Builder | None = None,
+    new_run_id: str | None = None,
+    live_tools: bool = True,
+    on_live_tool: Callable[[ToolCall], None] | None = None,
+    also_changed: Sequence[str] = (),
+) -> Branch:
+    """Record a new branch of `run_id` (the parent's prefix and the RunBranched fact naming
+    the changes, with `also_changed` among them) and return it with its engine, not yet
+    driven. The arguments are `branch_run`'s."""
     parent = Recording.load(store, run_id)
+    if judged(parent):
+        raise ReplayError(
+            f"Run {parent.run_id} is a best-of judgement, not an agent run: branch its parent "
+            f"{parent.run.parent_id} or one of its candidates instead."
+        )
     point = parent.branch_point(at)
     agent = (
         builder(parent.definition.task)
@@ -102,6 +174,7 @@ def branch_run(
         )
         if value is not None
     )
+    changes += tuple(name for name in also_changed if name not in changes)
     engine = agent.attach(new_id)
     engine.note(
         f.RunBranched(
@@ -112,13 +185,15 @@ def branch_run(
             tool_result=first.observation if first is not None else None,
         )
     )
-    try:
-        engine.run()
-    except (AgentFailed, HumanInputRequired, EngineError):
-        pass  # the branch's outcome is in its log
-    for note in unused_changes(new_id, Recording.load(store, new_id).entries, changes):
-        warnings.warn(UnusedChange(note), stacklevel=2)  # the branch repeats its parent
-    return new_id
+    return Branch(new_id, engine, changes)
+
+
+def judged(recording: Recording) -> bool:
+    """Whether a run is a best-of judgement (its second fact gathers candidates), whose log
+    holds no agent to replay, branch or resume."""
+    return len(recording.entries) > 1 and isinstance(
+        recording.entries[1].fact, f.CandidatesGathered
+    )
 
 
 def copy_prefix(
