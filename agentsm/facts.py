@@ -347,7 +347,7 @@ class Candidate(BaseModel):
         return self.status == "done" and self.answer is not None
 
     def __repr__(self) -> str:
-        said = self.answer if self.finished else self.error or ""
+        said = (self.answer if self.finished else self.error) or ""
         shown = said if len(said) <= 40 else said[:39] + "…"
         return (
             f"Candidate({self.index}, {self.run_id!r}, label={self.label!r}, "

@@ -242,8 +242,8 @@ def _(fact: f.RunFailed, memory: AgentMemory) -> AgentMemory:
     return _evolve(memory, {"error": fact.message})
 
 
-for _kind in (f.CandidatesGathered, f.JudgeAsked):
-    _reduce.register(_kind)(_unchanged)
+_reduce.register(f.CandidatesGathered)(_unchanged)
+_reduce.register(f.JudgeAsked)(_unchanged)
 
 
 @_reduce.register

@@ -259,8 +259,8 @@ def summarize(fact: Fact) -> str:
         case f.JudgeAsked():
             return f"model={fact.model or '(default)'} prompt {_short(fact.prompt, 50)!r}"
         case f.JudgeAnswered():
-            usage = fact.response.usage
-            tokens = f" tokens={usage.total_tokens}" if usage else ""
+            spent = fact.response.usage
+            tokens = f" tokens={spent.total_tokens}" if spent else ""
             return f"{_short(fact.response.content or '')!r}{tokens}"
         case f.CandidatePicked():
             label = f" ({fact.label})" if fact.label else ""

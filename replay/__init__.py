@@ -1,7 +1,9 @@
 """replay: take a recorded run offline and re-run it, inspect it at any point, branch it,
-resume it; workers that drive queued, decided and orphaned runs; a live tail; and the `agentsm`
-command line around all that. (OpenTelemetry export is `replay.otel`, with the `otel` extra.)"""
+resume it; best of N (branches run together, one picked by a judge); workers that drive
+queued, decided and orphaned runs; a live tail; and the `agentsm` command line around all
+that. (OpenTelemetry export is `replay.otel`, with the `otel` extra.)"""
 
+from .bestof import Variant, abest_of, best_of, judge_again
 from .branching import branch_run
 from .branchnotes import UnusedChange
 from .copying import CopyReport, copy_runs
@@ -15,7 +17,9 @@ from .effects import (
     ReplayedCrash,
 )
 from .errors import (
+    BestOfError,
     BuilderRequired,
+    ChoiceRefused,
     CopyRefused,
     ExportRefused,
     ImportRefused,
@@ -23,6 +27,7 @@ from .errors import (
     SeqOutOfRange,
     UsageError,
 )
+from .judging import BestOf, LlmJudge, Verdict, judgements, load_best_of, replay_judgement
 from .recording import Recording
 from .replaying import assert_replays, replay_run
 from .report import Divergence, ReplayReport
@@ -33,13 +38,17 @@ from .transfer import export_run, import_runs
 from .worker import Worker, WorkResult
 
 __all__ = [
+    "BestOf",
+    "BestOfError",
     "BuilderRequired",
+    "ChoiceRefused",
     "CopyRefused",
     "CopyReport",
     "Divergence",
     "ExportRefused",
     "ImportRefused",
     "LiveFact",
+    "LlmJudge",
     "Moment",
     "RecordedDecisions",
     "RecordedLlm",
@@ -54,9 +63,13 @@ __all__ = [
     "SeqOutOfRange",
     "UnusedChange",
     "UsageError",
+    "Variant",
+    "Verdict",
     "WorkResult",
     "Worker",
+    "abest_of",
     "assert_replays",
+    "best_of",
     "branch_run",
     "copy_runs",
     "decide",
@@ -64,9 +77,13 @@ __all__ = [
     "export_run",
     "follow",
     "import_runs",
+    "judge_again",
+    "judgements",
+    "load_best_of",
     "memory_at",
     "moments",
     "pending_requests",
+    "replay_judgement",
     "replay_run",
     "resume_run",
 ]

@@ -6,17 +6,25 @@ ReplayError            root of what the replay package raises about a request
 ├── ExportRefused      a run whose hash chain does not verify: nothing exported
 ├── ImportRefused      an export file that is bad, cut off or holds a known run: nothing imported
 ├── CopyRefused        a run that cannot be copied as it is: nothing copied
-└── UsageError         a command-line value that cannot be used as given
+├── UsageError         a command-line value that cannot be used as given
+└── BestOfError        a best-of-N request that cannot be served (also a ValueError)
+    └── ChoiceRefused  the judge picked no candidate that finished (the judgement is recorded)
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from agentsm import AgentError
 
+if TYPE_CHECKING:
+    from .judging import BestOf
+
 __all__ = [
+    "BestOfError",
     "BuilderRequired",
+    "ChoiceRefused",
     "CopyRefused",
     "ExportRefused",
     "ImportRefused",
@@ -104,4 +112,25 @@ class CopyRefused(ReplayError):
         super().__init__(
             f"Run {run_id} cannot be copied: {problem}. Nothing was copied; copy the other runs "
             "by naming them, or into another database."
+        )
+
+
+class BestOfError(ReplayError, ValueError):
+    """A best-of-N request that cannot be served as given: no variants, a variant that names
+    a model no LLM answers, a judge that is not one, a run that is not an agent run."""
+
+
+class ChoiceRefused(BestOfError):
+    """The judge's choice was refused: a candidate that did not finish, one there is not, an
+    answer that names none, or a judge that failed. The candidates and the judgement (with
+    the refusal) are recorded; `result` is the judgement, `judgement_id` its run."""
+
+    def __init__(self, judgement_id: str, problem: str, result: BestOf) -> None:
+        self.judgement_id = judgement_id
+        self.problem = problem
+        self.result = result
+        super().__init__(
+            f"Judgement {judgement_id} refused the judge's choice: {problem}. The candidates "
+            "are recorded: judge them again with another judge (replay.judge_again), or read "
+            f"the judgement with agentsm show {judgement_id}."
         )

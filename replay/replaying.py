@@ -10,6 +10,7 @@ from agentsm.llm.base import llm_settings
 from agentsm.trace import TraceEntry, read_events
 from eventstore import EventStore, SQLiteEventStore
 
+from .branching import judged
 from .effects import (
     RecordedDecisions,
     RecordedLlm,
@@ -18,6 +19,7 @@ from .effects import (
     ReplayDiverged,
     ReplayedCrash,
 )
+from .judging import replay_judgement
 from .recording import Recording
 from .report import ReplayReport, compare_runs
 from .source import Builder, StoreLike, open_store, recorded_builder
@@ -38,9 +40,12 @@ def replay_run(
     a human, the next recorded group of decisions answers, each by the call's position (in
     whatever order the calls were decided); a mismatch stops the replay at a divergence.
     `execute_tools` runs the tools instead of serving their results (except results a branch
-    set, and runs the recorded process died in, which stop the replay there as they did)."""
+    set, and runs the recorded process died in, which stop the replay there as they did).
+    A best-of judgement replays as `replay_judgement` (its recorded verdict served back)."""
     store = open_store(db)
     recording = Recording.load(store, run_id)
+    if judged(recording):  # a best-of judgement: its judge asked again, its answer served
+        return replay_judgement(store, recording.run_id)
     definition = recording.definition
     agent = (
         builder(definition.task)
