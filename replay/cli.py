@@ -17,6 +17,7 @@ from agentsm import AgentError
 from eventstore import StoreError
 
 from . import (
+    cli_bestof,
     cli_change,
     cli_copy,
     cli_inspect,
@@ -52,6 +53,7 @@ for command in (
     cli_list.stats,
     *cli_inspect.COMMANDS,
     *cli_change.COMMANDS,
+    cli_bestof.best_of_command,
     cli_worker.submit_command,
     cli_worker.worker_command,
     cli_tail.tail_command,

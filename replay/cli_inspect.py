@@ -32,6 +32,7 @@ from .cli_common import (
 from .conversation import conversation_at
 from .diffing import diff_runs
 from .errors import UsageError
+from .judging import family_notes, judgement_lines
 from .recording import Recording
 from .render import printable
 from .source import resolve_run
@@ -60,7 +61,8 @@ def show(
 ) -> None:
     """Print a run's trace: one line per fact (seq, step, state, fact, summary)."""
     output_format(as_json, as_csv)
-    recording = Recording.load(open_log(), run)
+    store = open_log()
+    recording = Recording.load(store, run)
     known = {e.event for e in recording.entries} | set(f.FACTS.versions)
     unknown = sorted(set(kinds) - known)
     if unknown:
@@ -88,8 +90,10 @@ def show(
         status = status_cell(r.shown_status)
         head = out(f"run {r.run_id}", "bold") + "  " + out(status.text, status.style)
         click.echo(f"{head}  task: {printable(r.task)}")
-        if r.parent_id:
+        if r.parent_id and not r.info.get("judgement"):
             click.echo(f"branched from {printable(r.parent_id)} at seq {r.branch_seq}")
+        for line in judgement_lines(store, r):
+            click.echo(printable(line))
     if full and not as_csv:
         blocks = []
         for e in entries:
@@ -325,7 +329,10 @@ def family(run: str, out_file: str) -> None:
 
     store = open_log()
     run_id = resolve_run(store, run)
-    labels = {r.run_id: r.summary.answer or r.summary.error or "" for r in store.runs()}
+    records = store.runs()
+    labels = {r.run_id: r.summary.answer or r.summary.error or "" for r in records}
+    for marked, note in family_notes(store, records).items():  # best of N: the pick marked
+        labels[marked] = f"{note}: {labels.get(marked, '')}"
     _draw(lambda: family_tree(store, run_id, labels), out_file)
 
 

@@ -29,6 +29,7 @@ from .cli_common import (
     when,
 )
 from .errors import UsageError
+from .judging import family_notes
 from .source import can_write
 
 __all__ = ["runs", "search", "stats"]
@@ -191,12 +192,13 @@ def runs(
         return
     listing = Listing(RUN_COLUMNS, RUN_KEYS)
     placed = _tree(records) if tree else [(r, 0) for r in records]
+    notes = family_notes(store, records) if tree else {}  # best of N: the pick marked
     for r, depth in placed:
         s = r.summary
         listing.add(
             run_record(r),
             [
-                "  " * depth + ("└ " if depth else "") + r.run_id,
+                "  " * depth + ("└ " if depth else "") + r.run_id + _star(notes, r.run_id),
                 r.task,
                 status_cell(r.shown_status),
                 str(s.steps),
@@ -206,10 +208,22 @@ def runs(
                 when(r.created_at),
                 f"{r.updated_at - r.created_at:.2f}s" if r.updated_at >= r.created_at else "",
                 f"{r.parent_id}@{r.branch_seq}" if r.parent_id else "",
-                s.answer or (f"error: {s.error}" if s.error else ""),
+                _said(notes, r),
             ],
         )
     listing.emit(fmt)
+
+
+def _star(notes: dict[str, str], run_id: str) -> str:
+    """A picked candidate's mark in `runs --tree`."""
+    return " ★" if notes.get(run_id, "").startswith("★") else ""
+
+
+def _said(notes: dict[str, str], r: RunRecord) -> str:
+    """The answer or error of a run as a listing shows it; a judgement says what it picked."""
+    said = r.summary.answer or (f"error: {r.summary.error}" if r.summary.error else "")
+    note = notes.get(r.run_id, "")
+    return f"{note}: {said}" if note and not note.startswith("★") else said
 
 
 SEARCHED = (

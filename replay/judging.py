@@ -33,7 +33,7 @@ from agentsm.memory import fold, initial_memory
 from agentsm.recorder import encode_meta
 from agentsm.tables import Column, render_table
 from agentsm.trace import TraceEntry, read_events
-from eventstore import EventStore, NewEvent, SQLiteEventStore
+from eventstore import EventStore, NewEvent, RunRecord, SQLiteEventStore
 
 from .errors import BestOfError, ChoiceRefused
 from .recording import Recording
@@ -46,8 +46,10 @@ __all__ = [
     "Judge",
     "LlmJudge",
     "Verdict",
+    "family_notes",
     "judge_candidates",
     "judge_prompt",
+    "judgement_lines",
     "judgement_start",
     "judgements",
     "load_best_of",
@@ -670,3 +672,57 @@ def _served(outcome: f.CandidatePicked | f.PickRefused | None) -> FunctionJudge:
         raise _Refusal(code, outcome.message if outcome is not None else "no outcome recorded")
 
     return served
+
+
+def family_notes(store: EventStore, records: Sequence[RunRecord]) -> dict[str, str]:
+    """What a listing of these runs should say of best-of-N: for a judgement, "best of N:
+    picked RUN" (or why none was); for a picked candidate, "picked by JUDGEMENT"."""
+    notes: dict[str, str] = {}
+    for r in records:
+        if not r.info.get("judgement"):
+            continue
+        try:
+            judged = load_best_of(store, r.run_id)
+        except (BestOfError, IndexError):
+            continue
+        winner = judged.winner
+        if winner is not None:
+            notes[r.run_id] = f"best of {len(judged.candidates)}: picked {winner.run_id}"
+            notes[winner.run_id] = f"★ picked by {r.run_id}"
+        else:
+            notes[r.run_id] = f"best of {len(judged.candidates)}: no pick"
+    return notes
+
+
+def judgement_lines(store: EventStore, record: RunRecord) -> list[str]:
+    """What `agentsm show` says of a run's place in best-of-N: the judgements of its branches
+    (each candidate, the pick marked), or, for a candidate, the judgement that judged it."""
+    lines = []
+    if record.info.get("judgement"):
+        judged = load_best_of(store, record.run_id)
+        winner = judged.winner
+        outcome = f"picked #{winner.index} {winner.run_id}" if winner else "no pick"
+        return [
+            f"best-of judgement of {len(judged.candidates)} branches of {judged.parent_id} at "
+            f"seq {judged.at}: {outcome}"
+        ]
+    if record.parent_id:
+        for judged in judgements(store, record.parent_id):
+            for c in judged.candidates:
+                if c.run_id == record.run_id:
+                    verdict = "picked" if c.index == judged.pick else "not picked"
+                    lines.append(
+                        f"candidate #{c.index} of best-of judgement {judged.judgement_id}: "
+                        f"{verdict}"
+                    )
+    for judged in judgements(store, record.run_id):
+        lines.append(
+            f"best of {len(judged.candidates)} at seq {judged.at} (judgement "
+            f"{judged.judgement_id}, judge {judged.judge}):"
+        )
+        for c in judged.candidates:
+            mark = "  ★ picked" if c.index == judged.pick else ""
+            lines.append(f"  #{c.index} {c.run_id} {c.label} {c.status}{mark}")
+        if judged.pick is None:
+            lines.append(f"  no pick: {judged.refused or judged.status}")
+    return lines
