@@ -287,9 +287,10 @@ def test_best_of_on_the_command_line(tmp_path: Path, capsys: pytest.CaptureFixtu
     by_answer = runner.invoke(
         cli,
         [
-            "best-of", run_id, "--at", str(at), "--answer", "Paris is the capital city of France.",
-            "--answer", "Paris is the French capital.", "--judge", f"{tmp_path / 'myagent.py'}:shortest",
-            "--json", "--db", str(db),
+            "best-of", run_id, "--at", str(at),
+            "--answer", "Paris is the capital city of France.",
+            "--answer", "Paris is the French capital.",
+            "--judge", f"{tmp_path / 'myagent.py'}:shortest", "--json", "--db", str(db),
         ],
     )  # fmt: skip
     assert by_answer.exit_code == 0, by_answer.output
