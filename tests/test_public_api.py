@@ -56,6 +56,9 @@ def test_contract_names_are_exported_and_all_is_sorted() -> None:
     assert {"replay_run", "branch_run", "resume_run", "memory_at", "assert_replays"} <= set(
         replay.__all__
     )
+    assert {"best_of", "Variant", "LlmJudge", "BestOf", "judgements", "ChoiceRefused"} <= set(
+        replay.__all__
+    )
     for module in (agentsm, eventstore, replay):
         assert module.__all__ == sorted(module.__all__, key=_isort_style)
         for name in module.__all__:
