@@ -16,6 +16,8 @@ from agentsm.tools import Tool, ToolRegistry
 from agentsm.types import ApprovalRequest
 from eventstore import EventStore
 
+from .branching import judged
+from .errors import BestOfError
 from .recording import Recording
 from .source import Builder, StoreLike, open_store, resolve_run
 
@@ -52,6 +54,14 @@ def continue_claimed(
     `around(engine)`, a context manager, is entered while the engine runs (live tracing)."""
     recording = Recording.load(store, run_id)
     memory, state = fold_with_state(e.fact for e in recording.entries)
+    if judged(recording):  # a best-of judgement: no agent to continue
+        if recording.finished and memory.final_answer is not None:
+            return memory.final_answer
+        raise BestOfError(
+            f"Run {recording.run_id} is a best-of judgement, not an agent run: it is not "
+            f"resumed; judge its candidates again with replay.judge_again(db, "
+            f"{recording.run_id!r}, judge)."
+        )
     if recording.finished and state == State.Done:
         return memory.final_answer or "[No answer produced]"
     if recording.finished:

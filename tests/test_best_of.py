@@ -25,15 +25,18 @@ from agentsm.trace import Trace
 from eventstore import SQLiteEventStore
 from replay import (
     BestOf,
+    BestOfError,
     ChoiceRefused,
     LlmJudge,
     Variant,
     Verdict,
     best_of,
+    branch_run,
     judge_again,
     judgements,
     load_best_of,
     replay_run,
+    resume_run,
 )
 from replay.cli import cli, main
 from replay.judging import family_notes
@@ -196,6 +199,14 @@ def test_failed_candidates_lose_and_a_choice_of_one_is_refused(tmp_path: Path) -
     assert [j.pick for j in judgements(db, run_id)] == [None, None, None, 2]
     scored = judge_again(db, lost.judgement_id, lambda cs: [10.0, 9.0, 1.0])
     assert scored.pick == 2  # scores of candidates that failed do not win
+    # a judgement is no agent: it is neither branched nor resumed
+    assert resume_run(db, picked.judgement_id, lambda task: AgentBuilder(task)) == picked.answer
+    with pytest.raises(BestOfError, match="not resumed"):
+        resume_run(db, lost.judgement_id, lambda task: AgentBuilder(task))
+    with pytest.raises(AgentError, match="not an agent run"):
+        branch_run(db, picked.judgement_id, 2)
+    with pytest.raises(BestOfError, match="not an agent run"):
+        best_of(db, picked.judgement_id, 2, [Variant(answer="Paris is the capital.")], longest)
 
     # no candidate finished: nothing to judge, no pick, no error
     nothing = best_of(

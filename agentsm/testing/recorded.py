@@ -154,7 +154,8 @@ def recorded_runs(db: str | Path | EventStore, runs: Sequence[str] | None = None
     """The inputs of the runs in a log (all of them, or the ids in `runs`)."""
     store = _open(db)
     try:
-        ids = list(runs) if runs is not None else [r.run_id for r in store.runs()]
+        every = [r.run_id for r in store.runs() if not r.info.get("judgement")]  # agent runs
+        ids = list(runs) if runs is not None else every
         corpus = [Recorded.of(Trace.load(store, run_id)) for run_id in ids]
     finally:
         if store is not db:
