@@ -27,7 +27,9 @@ from .errors import (
     SeqOutOfRange,
     UsageError,
 )
-from .judging import BestOf, LlmJudge, Verdict, judgements, load_best_of, replay_judgement
+from .judgement import BestOf, judgements, load_best_of
+from .judges import LlmJudge, Verdict
+from .judging import replay_judgement
 from .recording import Recording
 from .replaying import assert_replays, replay_run
 from .report import Divergence, ReplayReport

@@ -18,14 +18,9 @@ from agentsm.facts import Candidate
 from .branching import Branch, judged, start_branch
 from .branchnotes import UnusedChange
 from .errors import BestOfError
-from .judging import (
-    BestOf,
-    Judge,
-    as_judge,
-    judge_candidates,
-    judgement_start,
-    load_best_of,
-)
+from .judgement import BestOf, load_best_of
+from .judges import Judge, as_judge
+from .judging import judge_candidates, judgement_start
 from .recording import Recording
 from .source import Builder, StoreLike, open_store, recorded_builder
 from .timetravel import memory_at

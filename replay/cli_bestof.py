@@ -20,7 +20,8 @@ from .bestof import Variant, best_of
 from .branchnotes import UnusedChange
 from .cli_common import builder_option, common, config_arg, example, get_builder, open_log, out
 from .errors import ChoiceRefused, UsageError
-from .judging import BestOf, FunctionJudge, LlmJudge
+from .judgement import BestOf
+from .judges import FunctionJudge, LlmJudge
 from .recording import Recording
 from .render import printable
 from .source import resolve_run

@@ -32,7 +32,7 @@ from .cli_common import (
 from .conversation import conversation_at
 from .diffing import diff_runs
 from .errors import UsageError
-from .judging import family_notes, judgement_lines
+from .judgement import family_notes, judgement_lines
 from .recording import Recording
 from .render import printable
 from .source import resolve_run

@@ -29,7 +29,7 @@ from .cli_common import (
     when,
 )
 from .errors import UsageError
-from .judging import family_notes
+from .judgement import family_notes
 from .source import can_write
 
 __all__ = ["runs", "search", "stats"]

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from agentsm import AgentError
 
 if TYPE_CHECKING:
-    from .judging import BestOf
+    from .judgement import BestOf
 
 __all__ = [
     "BestOfError",

@@ -39,7 +39,7 @@ from replay import (
     resume_run,
 )
 from replay.cli import cli, main
-from replay.judging import family_notes
+from replay.judgement import family_notes
 
 TASK = "What is the capital of France?"
 
