@@ -340,6 +340,8 @@ class Candidate(BaseModel):
     error: str | None = None
     steps: int = 0
     tokens: int = 0
+    llm: JsonObject = Field(default_factory=dict)
+    """The request settings of the LLM the variant brought (provider, temperature, ...)."""
 
     @property
     def finished(self) -> bool:

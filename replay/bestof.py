@@ -14,6 +14,7 @@ from typing import Any
 from agentsm import AgentConfig, LlmCaller, LlmResponse
 from agentsm._sync import run_sync
 from agentsm.facts import Candidate
+from agentsm.llm.base import llm_settings
 
 from .branching import Branch, judged, start_branch
 from .branchnotes import UnusedChange
@@ -145,7 +146,7 @@ async def abest_of(
         for note in branch.unused():
             warnings.warn(UnusedChange(note), stacklevel=3)
     candidates = [
-        _candidate(i, b, plan.label, outcome)
+        _candidate(i, b, plan.label, plan.llm, outcome)
         for i, (b, plan, outcome) in enumerate(zip(branches, plans, ended, strict=True))
     ]
     start = judgement_start(definition, base, chosen)
@@ -237,7 +238,9 @@ def _plan(
     return _Plan(label, config, llm, response, model_changed)
 
 
-def _candidate(index: int, branch: Branch, label: str, outcome: object) -> Candidate:
+def _candidate(
+    index: int, branch: Branch, label: str, llm: LlmCaller | None, outcome: object
+) -> Candidate:
     """How a branch ended, as the judge sees it."""
     memory = branch.engine.memory
     record = branch.engine.store.run(branch.run_id)
@@ -255,4 +258,5 @@ def _candidate(index: int, branch: Branch, label: str, outcome: object) -> Candi
         error=error,
         steps=memory.step,
         tokens=memory.total_usage.total_tokens,
+        llm=llm_settings(llm) if llm is not None else {},
     )

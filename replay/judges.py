@@ -131,7 +131,10 @@ def read_answer(text: str, count: int) -> Verdict:
         except ValueError:
             data = None
         if isinstance(data, dict):
-            best = data.get("best", data.get("pick"))
+            best = next(
+                (data[k] for k in ("best", "pick", "choice", "candidate", "winner") if k in data),
+                None,
+            )
             number = _integer(best)
             scores: list[float | None] = [None] * count
             given = data.get("scores")

@@ -168,13 +168,19 @@ def test_an_llm_judge_is_sent_the_task_and_answers_and_its_exchange_is_recorded(
     assert notes[result.candidates[0].run_id] == f"★ picked by {result.judgement_id}"
 
 
+class Tuned(MockLlmCaller):
+    """A scripted LLM that declares request settings, as provider callers do."""
+
+    settings = {"provider": "mock", "temperature": 0.2}
+
+
 def test_failed_candidates_lose_and_a_choice_of_one_is_refused(tmp_path: Path) -> None:
     db = tmp_path / "runs.db"
     run_id, at = record_parent(db)
     variants = [
         Variant(llm=MockLlmCaller([RuntimeError("provider down")]), model="flaky"),
         Variant(config={"max_steps": 1}, label="no steps left"),
-        Variant(llm=answering("Paris is the capital of France."), model="steady"),
+        Variant(llm=Tuned([LlmResponse.final_answer("Paris is the capital of France.")])),
     ]
     with pytest.raises(ChoiceRefused, match="did not finish") as refused:
         best_of(db, run_id, at, variants, lambda candidates: 0)
@@ -184,6 +190,8 @@ def test_failed_candidates_lose_and_a_choice_of_one_is_refused(tmp_path: Path) -
     assert "provider down" in (lost.candidates[0].error or "")
     assert "max" in (lost.candidates[1].error or "").lower()
     assert lost.pick is None and lost.refused is not None and "finished: 2" in lost.refused
+    assert lost.candidates[2].llm == {"provider": "mock", "temperature": 0.2}
+    assert lost.candidates[2].label == "variant 2" and lost.candidates[2].changes == ("llm",)
     store = SQLiteEventStore(db)
     assert store.run(lost.judgement_id).status == "failed"  # the refusal is recorded too
     assert replay_run(db, lost.judgement_id).identical
