@@ -22,7 +22,7 @@ from agentsm import (
 from agentsm import facts as f
 from agentsm.facts import Candidate
 from agentsm.trace import Trace
-from eventstore import SQLiteEventStore
+from eventstore import EventStore, SQLiteEventStore
 from replay import (
     BestOf,
     BestOfError,
@@ -41,6 +41,8 @@ from replay import (
 from replay.cli import cli, main
 from replay.judgement import family_notes
 
+from .stores import connect
+
 TASK = "What is the capital of France?"
 
 
@@ -54,6 +56,13 @@ def record_parent(db: Path) -> tuple[str, int]:
     """A finished run that looked Paris up, then answered; and the seq after its tool result
     (where the candidates branch, to write their own answers)."""
     store = SQLiteEventStore(db)
+    found = record_parent_in(store)
+    store.close()
+    return found
+
+
+def record_parent_in(store: EventStore) -> tuple[str, int]:
+    """`record_parent` into any store."""
     script = [
         LlmResponse.tool_call("lookup", {"city": "Paris"}),
         LlmResponse.final_answer("The capital of France is Paris, of course."),
@@ -69,7 +78,6 @@ def record_parent(db: Path) -> tuple[str, int]:
     )
     engine.run()
     at = next(e.seq for e in engine.trace() if isinstance(e.fact, f.ObservationCommitted)) + 1
-    store.close()
     return "parent", at
 
 
@@ -254,6 +262,21 @@ def test_bad_requests_are_refused_before_anything_runs(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="no field 'max_step'"):
         best_of(db, run_id, at, [Variant(config={"max_step": 2})], longest)
     assert [r.run_id for r in SQLiteEventStore(db).runs()] == [run_id]
+
+
+def test_best_of_on_each_backend(log_url: str) -> None:
+    store = connect(log_url)
+    run_id, at = record_parent_in(store)
+    variants = [
+        Variant(answer="Paris is the capital of France."),
+        Variant(answer="Paris, on the Seine, is the capital of France."),
+    ]
+    result = best_of(store, run_id, at, variants, longest)
+    assert result.pick == 1 and [c.status for c in result.candidates] == ["done", "done"]
+    [again] = judgements(connect(log_url), run_id)
+    assert again == result
+    assert replay_run(store, result.judgement_id).identical
+    assert all(replay_run(store, c.run_id).identical for c in result.candidates)
 
 
 AGENT = '''
