@@ -201,7 +201,12 @@ def verdict_of(returned: object, count: int) -> Verdict:
         raise Refusal(
             "bad_choice", f"the judge's scores must be finite numbers (or None), not {bad[0]!r}"
         )
-    return Verdict(returned.pick, tuple(_number(s) for s in scores), returned.reason)
+    pick, reason = returned.pick, returned.reason
+    if pick is not None and (isinstance(pick, bool) or not isinstance(pick, int)):
+        raise Refusal("bad_choice", f"the judge's pick must be a candidate's index, not {pick!r}")
+    if not isinstance(reason, str):
+        raise Refusal("bad_choice", f"the judge's reason must be text, not {reason!r}")
+    return Verdict(pick, tuple(_number(s) for s in scores), reason)
 
 
 def choose(verdict: Verdict, candidates: Sequence[Candidate]) -> f.CandidatePicked:

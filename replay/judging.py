@@ -17,12 +17,14 @@ import inspect
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from agentsm import AgentConfig, LlmResponse, ToolRegistry
 from agentsm import facts as f
 from agentsm._sync import run_sync
 from agentsm.catalog import summary_of
+from agentsm.codec import clean_text
+from agentsm.errors import UnrecordableFact
 from agentsm.facts import FACTS, JUDGING, Candidate
 from agentsm.llm.base import llm_settings
 from agentsm.memory import fold, initial_memory
@@ -48,6 +50,8 @@ from .report import ReplayReport, compare_runs
 from .source import StoreLike, open_store
 
 __all__ = ["judge_candidates", "judgement_start", "replay_judgement"]
+
+PickOutcome = TypeVar("PickOutcome", bound=f.Fact)
 
 
 class _Writer:
@@ -172,9 +176,12 @@ async def judge_candidates(
             verdict = read_answer(answer.response.content or "", len(candidates))
         else:
             verdict = await _call(judge, candidates)  # type: ignore[arg-type]
-        outcome = choose(verdict, candidates)
+        outcome = _recordable(choose(verdict, candidates))
+        for fact in later:
+            _recordable(fact)
     except Refusal as e:
-        outcome = f.PickRefused(reason=e.code, message=str(e))
+        later = [x for x in later if _problem(x) is None]
+        outcome = f.PickRefused(reason=e.code, message=clean_text(str(e)))
     if isinstance(outcome, f.CandidatePicked):
         closing = f.RunFinished(status="done", final_answer=outcome.answer)
     else:
@@ -184,6 +191,23 @@ async def judge_candidates(
     if isinstance(outcome, f.PickRefused) and outcome.reason != "no_finished_candidate":
         raise ChoiceRefused(writer.run_id, outcome.message, result)
     return result
+
+
+def _problem(fact: f.Fact) -> str | None:
+    """Why a fact could not be recorded as it is (a lone surrogate, a NaN), or None."""
+    try:
+        FACTS.encode(fact)
+    except UnrecordableFact as e:
+        return str(e)
+    return None
+
+
+def _recordable(fact: PickOutcome) -> PickOutcome:
+    """The fact, if it can be recorded; what the judge gave that cannot is refused as data."""
+    problem = _problem(fact)
+    if problem is not None:
+        raise Refusal("judge_error", f"what the judge gave cannot be recorded: {problem}")
+    return fact
 
 
 async def _ask(judge: LlmJudge, asked: f.JudgeAsked, config: AgentConfig) -> f.JudgeAnswered:

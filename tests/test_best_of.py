@@ -213,6 +213,16 @@ def test_failed_candidates_lose_and_a_choice_of_one_is_refused(tmp_path: Path) -
     assert picked.pick == 2 and picked.answer == "Paris is the capital of France."
     assert picked.candidates == lost.candidates
     assert [j.pick for j in judgements(db, run_id)] == [None, None, None, 2]
+    assert SQLiteEventStore(db).run(picked.judgement_id).status == "done"
+    for odd, problem in (
+        (Verdict(pick="2"), "must be a candidate's index"),  # type: ignore[arg-type]
+        (Verdict(2, reason=7), "must be text"),  # type: ignore[arg-type]
+        ([1.0, float("nan"), 2.0], "finite numbers"),
+        ([1.0], "1 scores for 3 candidates"),
+        (Verdict(2, reason="\ud800"), "cannot be recorded"),
+    ):
+        with pytest.raises(ChoiceRefused, match=problem):
+            judge_again(db, lost.judgement_id, lambda cs, odd=odd: odd)  # type: ignore[misc]
     scored = judge_again(db, lost.judgement_id, lambda cs: [10.0, 9.0, 1.0])
     assert scored.pick == 2  # scores of candidates that failed do not win
     # a judgement is no agent: it is neither branched nor resumed
@@ -229,6 +239,7 @@ def test_failed_candidates_lose_and_a_choice_of_one_is_refused(tmp_path: Path) -
         db, run_id, at, [Variant(llm=MockLlmCaller([RuntimeError("down")]), model="x")], longest
     )
     assert nothing.pick is None and nothing.refused == "no candidate finished: nothing to judge"
+    assert {r.status for r in SQLiteEventStore(db).runs()} == {"done", "failed"}  # none hangs
 
 
 def test_an_llm_judge_naming_a_failed_candidate_or_none_is_refused(tmp_path: Path) -> None:
