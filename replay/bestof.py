@@ -229,12 +229,8 @@ def _plan(
         )
     answer = variant.answer
     response = LlmResponse.final_answer(answer) if isinstance(answer, str) else answer
-    label = (
-        variant.label
-        or variant.model
-        or ("answer" if answer is not None else "")
-        or (f"variant {index}")
-    )
+    kind = "answer" if answer is not None else "variant"
+    label = variant.label or variant.model or f"{kind} {index}"
     return _Plan(label, config, llm, response, model_changed)
 
 

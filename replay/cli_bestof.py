@@ -74,7 +74,8 @@ def _show(result: BestOf) -> None:
 @click.command(
     "best-of",
     epilog=example(
-        "agentsm best-of 3f2a --at 5 --answer 'Paris.' --answer 'Lyon.' --judge myjudge:pick",
+        "agentsm best-of 3f2a --at 5 --answer 'It is Paris.' --answer 'Lyon, I think.' "
+        "--judge myjudge:pick",
         "agentsm best-of 3f2a --at 5 --model gpt-4o --model gpt-4o-mini --judge-model gpt-4o "
         "--builder myagent:make_agent",
     ),
