@@ -237,8 +237,11 @@ SEARCHED = (
     "LlmFailed",
     "HumanDecided",
     "HistoryCompressed",
+    "JudgeAnswered",
+    "CandidatePicked",
 )
-"""The facts `agentsm search` looks in: tasks, LLM text, observations, answers, errors."""
+"""The facts `agentsm search` looks in: tasks, LLM text, observations, answers, errors, what
+best-of judges answered and picked."""
 
 
 @click.command(
