@@ -3,6 +3,8 @@ resume it; best of N (branches run together, one picked by a judge); workers tha
 queued, decided and orphaned runs; a live tail; and the `agentsm` command line around all
 that. (OpenTelemetry export is `replay.otel`, with the `otel` extra.)"""
 
+from agentsm.facts import Candidate
+
 from .bestof import Variant, abest_of, best_of, judge_again
 from .branching import branch_run
 from .branchnotes import UnusedChange
@@ -43,6 +45,7 @@ __all__ = [
     "BestOf",
     "BestOfError",
     "BuilderRequired",
+    "Candidate",
     "ChoiceRefused",
     "CopyRefused",
     "CopyReport",
