@@ -6,7 +6,7 @@ import uuid
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .frozen import FrozenDict, JsonObject
 
@@ -226,6 +226,11 @@ class AgentConfig(_Frozen):
     `run_deadline` bounds the LLM calls of one execution of the run (`run()`, `arun()`,
     `stream()` or a resume), from its start. An LLM call past either is abandoned, recorded
     as failed, and the run stops where it is (`LlmDeadlineExceeded`), resumable.
+
+    Context limits (see `agentsm.window`): with `context_window` (tokens; None: no limit) each
+    planning request must fit in `context_window - context_reserve` (the reserve is room for
+    the answer); one that would not is compacted first, old tool outputs cut to
+    `tool_output_max_lines` lines before older steps are dropped.
     """
 
     max_steps: int = Field(default=15, ge=0)
@@ -239,6 +244,24 @@ class AgentConfig(_Frozen):
     safety_cap: int | None = Field(default=None, gt=0)
     llm_deadline: float | None = Field(default=1200.0, gt=0)
     run_deadline: float | None = Field(default=None, gt=0)
+    context_window: int | None = Field(default=None, gt=0)
+    context_reserve: int = Field(default=0, ge=0)
+    tool_output_max_lines: int = Field(default=50, ge=1)
+
+    @model_validator(mode="after")
+    def _reserve_fits(self) -> AgentConfig:
+        if self.context_window is not None and self.context_reserve >= self.context_window:
+            raise ValueError(
+                f"context_reserve={self.context_reserve} leaves no room in "
+                f"context_window={self.context_window}; make the reserve smaller than the window."
+            )
+        return self
+
+    def context_limit(self) -> int | None:
+        """The most tokens a request may take: the window less the reserve (None: no limit)."""
+        if self.context_window is None:
+            return None
+        return self.context_window - self.context_reserve
 
     def effective_safety_cap(self) -> int:
         """The number of transitions after which the engine stops with SafetyCapExceeded."""
