@@ -219,7 +219,8 @@ class AgentConfig(_Frozen):
     """Limits and switches of the agent's behaviour (the specification's fields and a few more).
 
     `models` maps a task type (or "default") to a model name. `safety_cap` bounds the number of
-    transitions of one run; by default it is `6 * max_steps + 10`, enough for the longest cycle
+    transitions of one run; by default it is `6 * max_steps + 10` (`7 * ...` with a context
+    window, for the compaction a step may need first), enough for the longest cycle
     of the default table (plan, approve, act, observe, reflect) at every step.
 
     Deadlines, in seconds (None: none): `llm_deadline` bounds one LLM call, retries included;
@@ -265,7 +266,10 @@ class AgentConfig(_Frozen):
 
     def effective_safety_cap(self) -> int:
         """The number of transitions after which the engine stops with SafetyCapExceeded."""
-        return self.safety_cap if self.safety_cap is not None else 6 * self.max_steps + 10
+        if self.safety_cap is not None:
+            return self.safety_cap
+        per_step = 6 if self.context_window is None else 7
+        return per_step * self.max_steps + 10
 
     def model_for(self, task_type: str) -> str:
         """`models[task_type]`, else `models["default"]`, else "" (the caller's own default)."""

@@ -130,7 +130,33 @@ def approval_decisions() -> st.SearchStrategy[Any]:
 
 
 def configs() -> st.SearchStrategy[AgentConfig]:
-    """Configurations across their interesting ranges."""
+    """Configurations across their interesting ranges; now and then a context window small
+    enough for compaction (or, smallest, for a request that cannot fit at all)."""
+    window = st.one_of(st.none(), st.none(), st.sampled_from([120, 260, 400, 900]))
+    return st.builds(
+        _with_window,
+        window,
+        st.sampled_from([0, 0, 40]),
+        st.sampled_from([1, 2, 50]),
+        _configs(),
+    )
+
+
+def _with_window(
+    window: int | None, reserve: int, max_lines: int, config: AgentConfig
+) -> AgentConfig:
+    if window is None:
+        return config
+    return config.model_copy(
+        update={
+            "context_window": window,
+            "context_reserve": reserve,
+            "tool_output_max_lines": max_lines,
+        }
+    )
+
+
+def _configs() -> st.SearchStrategy[AgentConfig]:
     return st.builds(
         AgentConfig,
         max_steps=st.sampled_from([6, 3, 1, 8, 0]),
