@@ -94,13 +94,17 @@ class PlanningState:
                 f.ContextLimitReached(tokens=size.tokens, limit=size.limit, provider=size.provider)
             )
             return Event.ContextFull
-        reserve = f" less the reserve of {config.context_reserve}" if config.context_reserve else ""
+        reserve = (
+            f" ({config.context_window} less the reserve of {config.context_reserve})"
+            if config.context_reserve
+            else ""
+        )
         ctx.record(
             f.RunFailed(
                 reason="context_window",
                 message=(
                     f"The next request needs about {size.tokens} tokens but the context window "
-                    f"holds {size.limit} ({config.context_window}{reserve}), and compacting the "
+                    f"holds {size.limit}{reserve}, and compacting the "
                     "history cannot cut enough: raise context_window, or shorten the system "
                     "prompt, the task or the tool descriptions."
                 ),
