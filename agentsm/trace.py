@@ -268,9 +268,11 @@ def summarize(fact: Fact) -> str:
 def _compaction(fact: f.ContextCompacted) -> str:
     cuts = []
     if fact.truncated:
-        cuts.append(f"{len(fact.truncated)} outputs cut to {fact.max_lines} lines")
+        n = len(fact.truncated)
+        cuts.append(f"{n} output{'s' if n != 1 else ''} cut to {fact.max_lines} lines")
     if fact.dropped is not None:
-        cuts.append(f"{fact.dropped[1] - fact.dropped[0]} entries dropped")
+        n = fact.dropped[1] - fact.dropped[0]
+        cuts.append(f"{n} entr{'ies' if n != 1 else 'y'} dropped")
     if fact.max_chars is not None:
         cuts.append(f"outputs cut to {fact.max_chars} characters")
     return f"{fact.tokens_before} -> {fact.tokens_after} tokens (limit {fact.limit}): " + (

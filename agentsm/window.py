@@ -18,13 +18,15 @@ only if the one before was not enough:
 3. every output left is cut to the most characters that fit.
 
 The cut is recorded as one `ContextCompacted` fact and applied by its reducer (`compacted`), so
-a fold, a replay and a branch reproduce it exactly. Nothing is cut when even tier 3 cannot make
+a fold, a replay and a branch reproduce it exactly. `cut_lines` and `cut_chars` are part of
+what the fact means: a change to them needs a new version of `ContextCompacted` (an upcaster). Nothing is cut when even tier 3 cannot make
 the request fit: Planning then fails the run cleanly, saying so.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -119,10 +121,16 @@ def estimate_request(
 def cut_lines(text: str, max_lines: int) -> str:
     """The text's first `max_lines` lines, and a line saying how many more were cut."""
     lines = text.split("\n")
-    if len(lines) <= max_lines:
-        return text
-    kept = "\n".join(lines[:max_lines])
-    return f"{kept}\n[... {len(lines) - max_lines} more lines cut to fit the context window]"
+    marker = _LINES_CUT.match(lines[-1])
+    earlier = int(marker.group(1)) if marker else 0  # lines an earlier cut took already
+    body = lines[:-1] if marker else lines
+    if len(body) <= max_lines:
+        return text  # short enough, or cut already
+    cut = len(body) - max_lines + earlier
+    return "\n".join([*body[:max_lines], f"[... {cut} more lines cut to fit the context window]"])
+
+
+_LINES_CUT = re.compile(r"^\[\.\.\. (\d+) more lines cut to fit the context window\]$")
 
 
 def cut_chars(text: str, max_chars: int) -> str:
@@ -203,7 +211,8 @@ def compaction(
     truncated = tuple(
         i
         for i in range(head, recent)
-        if not history[i].is_summary and history[i].observation.count("\n") >= max_lines
+        if not history[i].is_summary
+        and cut_lines(history[i].observation, max_lines) != history[i].observation
     )
     cut = ContextCompacted(
         tokens_before=before,
