@@ -19,8 +19,9 @@ only if the one before was not enough:
 
 The cut is recorded as one `ContextCompacted` fact and applied by its reducer (`compacted`), so
 a fold, a replay and a branch reproduce it exactly. `cut_lines` and `cut_chars` are part of
-what the fact means: a change to them needs a new version of `ContextCompacted` (an upcaster). Nothing is cut when even tier 3 cannot make
-the request fit: Planning then fails the run cleanly, saying so.
+what the fact means: a change to them needs a new version of `ContextCompacted` (an upcaster).
+Nothing is cut when even tier 3 cannot make the request fit: Planning then fails the run
+cleanly, saying so.
 """
 
 from __future__ import annotations
