@@ -193,12 +193,13 @@ def compaction(
     memory: AgentMemory, tools: Sequence[ToolSchema], limit: int
 ) -> ContextCompacted | None:
     """The least cut (by tiers) after which the planning request fits `limit`, as the fact
-    to record; None when history is empty or even the last tier cannot make it fit."""
+    to record; None when it fits already, history is empty, or even the last tier cannot make
+    it fit."""
     from .facts import ContextCompacted
 
     history = memory.history
     before = estimate_request(memory, tools, limit).tokens
-    if not history:
+    if not history or before <= limit:
         return None
 
     def size(cut: ContextCompacted) -> int:

@@ -329,3 +329,22 @@ windows = configs().map(
 @given(run=agent_runs(config=windows, behaviours=st.just(ToolBehaviour("success", LONG_OUTPUT))))
 def test_generated_runs_with_a_small_window_keep_the_invariants(run: object) -> None:
     run.assert_invariants()  # type: ignore[attr-defined]
+
+
+def test_a_branch_can_give_a_recorded_run_a_window_or_a_larger_one(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    unlimited = LIMITED.model_copy(update={"context_window": None, "context_reserve": 0})
+    engine = reader(unlimited, MockLlmCaller(pages(12)), db).build()
+    engine.run()
+    narrowed = branch_run(db, engine.run_id, at=3, config=LIMITED)
+    facts = facts_of(db, narrowed)
+    assert any(isinstance(x, f.ContextCompacted) for x in facts)
+    assert isinstance(facts[-1], f.RunFinished) and facts[-1].status == "done"
+
+    limited = facts_of(db, narrowed)
+    seq = next(i for i, x in enumerate(limited, 1) if isinstance(x, f.ContextLimitReached))
+    wider = LIMITED.model_copy(update={"context_window": 100_000})
+    widened = branch_run(db, narrowed, at=seq + 1, config=wider)  # on the way to Reflecting
+    skipped = [x for x in facts_of(db, widened)[seq:] if isinstance(x, f.ReflectionSkipped)]
+    assert skipped[0].reason == "the request fits the context window now"
+    assert not any(isinstance(x, f.ContextCompacted) for x in facts_of(db, widened)[seq:])

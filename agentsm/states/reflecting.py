@@ -79,7 +79,11 @@ class ReflectingState:
         fits, or say why it cannot be cut (Planning then fails the run)."""
         memory = ctx.memory
         limit = ctx.config.context_limit()
-        cut = None if limit is None else compaction(memory, ctx.tools.schemas(), limit)
+        tools = ctx.tools.schemas()
+        if limit is None or estimate_request(memory, tools, limit).fits:
+            ctx.record(f.ReflectionSkipped(reason="the request fits the context window now"))
+            return Event.ReflectDone
+        cut = compaction(memory, tools, limit)
         if cut is None:
             ctx.record(
                 f.ReflectionSkipped(
