@@ -83,13 +83,14 @@ class PlanningState:
 
     def _context_full(self, ctx: RunContext) -> str | None:
         """None when the next request fits the context window; else ContextFull (Reflecting
-        compacts), or FatalError when it was compacted already and still does not fit."""
+        compacts), or FatalError when it was compacted already, or there is no history to
+        cut, and it still does not fit."""
         memory, config = ctx.memory, ctx.config
         size = estimate_request(memory, ctx.tools.schemas(), config.context_limit())
         if size.fits:
             return None
         assert size.limit is not None
-        if memory.context_full is None:
+        if memory.context_full is None and memory.history:
             ctx.record(
                 f.ContextLimitReached(tokens=size.tokens, limit=size.limit, provider=size.provider)
             )
@@ -99,14 +100,18 @@ class PlanningState:
             if config.context_reserve
             else ""
         )
+        why = (
+            "compacting the history cannot cut enough"
+            if memory.history
+            else "there is no history to cut"
+        )
         ctx.record(
             f.RunFailed(
                 reason="context_window",
                 message=(
                     f"The next request needs about {size.tokens} tokens but the context window "
-                    f"holds {size.limit}{reserve}, and compacting the "
-                    "history cannot cut enough: raise context_window, or shorten the system "
-                    "prompt, the task or the tool descriptions."
+                    f"holds {size.limit}{reserve}, and {why}: raise context_window, or shorten "
+                    "the system prompt, the task or the tool descriptions."
                 ),
             )
         )
