@@ -34,6 +34,7 @@ __all__ = [
     "load_skill",
     "parse_front_matter",
     "skill_index",
+    "with_skill_index",
 ]
 
 SKILL_FILE = "SKILL.md"
