@@ -50,6 +50,7 @@ __all__ = [
     "estimate_tokens",
     "message_tokens",
     "prompt_tokens",
+    "schema_tokens",
 ]
 
 CHARS_PER_TOKEN = 4
