@@ -41,6 +41,7 @@ from .outputs import (
     ToolStarted,
     TransitionTaken,
 )
+from .skills import Skill, SkillSet
 from .states import AgentState
 from .tools import Tool, ToolContext, ToolOutcome, ToolRegistry, tool
 from .trace import Trace, TraceEntry
@@ -57,6 +58,7 @@ from .types import (
     ToolResult,
     ToolSchema,
 )
+from .window import ContextEstimate, estimate_request
 
 __version__ = "0.1.0"
 
@@ -73,6 +75,7 @@ __all__ = [
     "ApprovalNeeded",
     "ApprovalRequest",
     "BuildError",
+    "ContextEstimate",
     "EngineBusy",
     "EngineError",
     "Event",
@@ -94,6 +97,8 @@ __all__ = [
     "RunContext",
     "RunErrored",
     "SafetyCapExceeded",
+    "Skill",
+    "SkillSet",
     "State",
     "TextDelta",
     "TextRetracted",
@@ -116,6 +121,7 @@ __all__ = [
     "UnrecordableFact",
     "apply",
     "build_transition_table",
+    "estimate_request",
     "fold",
     "thaw",
     "tool",

@@ -17,6 +17,7 @@ from .engine import AgentEngine
 from .errors import BuildError
 from .llm.base import LlmCaller, llm_settings
 from .redaction import Hook, Redactor
+from .skills import READ_SKILL_TOOL, SkillSet
 from .states import AgentState, default_handlers
 from .tools import Tool, ToolRegistry, tool
 from .transitions import TransitionTable, build_transition_table
@@ -78,6 +79,7 @@ class AgentBuilder:
         self._redactions: list[tuple[str | None, Hook]] = []
         self._patches: Callable[[str], bool] | None = None
         self._values: ValueSource | None = None
+        self._skills = SkillSet()
 
     def task_type(self, task_type: str) -> AgentBuilder:
         """The task type: the key for model selection in `config.models`."""
@@ -261,6 +263,41 @@ class AgentBuilder:
             self._redactions.append((name, hook))
         return self
 
+    def skills(self, *sources: str | Path | SkillSet) -> AgentBuilder:
+        """Offer the skills in these directories (each skill a folder with a `SKILL.md`; a
+        later directory's skill replaces an earlier one of the same name), or a `SkillSet`.
+        Their index is appended to the system prompt, and the LLM reads a skill's
+        instructions through the `read_skill` tool (unless a tool of that name is registered
+        already). A bad skill file is a BuildError naming it."""
+        for source in sources:
+            if isinstance(source, SkillSet):
+                self._skills.merge(source)
+            elif isinstance(source, str | Path):
+                self._skills.load_dir(source)
+            else:
+                raise BuildError(
+                    f"skills({source!r}): give skill directories (str or Path) or a SkillSet."
+                )
+        if len(self._skills) and not self._tools.has(READ_SKILL_TOOL):
+            self._tools.register(
+                READ_SKILL_TOOL,
+                "Read the full instructions of one of the skills listed in <available_skills>.",
+                {
+                    "type": "object",
+                    "properties": {"name": {"type": "string", "description": "The skill's name."}},
+                    "required": ["name"],
+                    "additionalProperties": False,
+                },
+                lambda args: self._skills.read(args["name"]),
+                idempotent=True,
+            )
+        return self
+
+    @property
+    def skill_set(self) -> SkillSet:
+        """The skills loaded so far."""
+        return self._skills
+
     # -- build ----------------------------------------------------------------------------
 
     def build_config(self) -> AgentConfig:
@@ -295,6 +332,7 @@ class AgentBuilder:
             custom_table=dict(table) != dict(build_transition_table()),
             redactions=redactor.labels,
             llm=llm_settings(llm),
+            skills=self._skills.skills,
         )
         return AgentEngine(
             store=store,

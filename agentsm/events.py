@@ -31,6 +31,7 @@ class Event(StrEnum):
     Continue = "Continue"
     NeedsReflection = "NeedsReflection"
     ReflectDone = "ReflectDone"
+    ContextFull = "ContextFull"
 
     def __repr__(self) -> str:
         return f"Event.{self.name}"

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from .codec import FactCodec
 from .frozen import JsonObject
+from .skills import Skill
 from .types import (
     AgentConfig,
     HistoryEntry,
@@ -38,6 +39,8 @@ __all__ = [
     "CandidatePicked",
     "CandidatesGathered",
     "ConfidenceLow",
+    "ContextCompacted",
+    "ContextLimitReached",
     "Decision",
     "Fact",
     "FinalAnswerProduced",
@@ -95,6 +98,9 @@ class RunStarted(_Fact):
     redactions: tuple[str, ...] = ()
     llm: dict[str, Any] = Field(default_factory=dict)
     """The LLM caller's request settings (provider, temperature, seed, ...), if it has any."""
+    skills: tuple[Skill, ...] = ()
+    """The skills offered to the LLM (`AgentBuilder.skills`): their index is appended to the
+    system prompt in memory; their bodies are read through the `read_skill` tool."""
 
 
 class StepStarted(_Fact):
@@ -234,6 +240,35 @@ class HistoryCompressed(_Fact):
     kind: Literal["HistoryCompressed"] = "HistoryCompressed"
     summary: HistoryEntry
     replaced: int
+
+
+class ContextLimitReached(_Fact):
+    """Planning found that the next request would not fit the context window: about `tokens`
+    tokens (`provider` of them counted by the provider at the last call, the rest estimated)
+    against `limit` (the window less the reserve for the answer). Reflecting compacts next."""
+
+    kind: Literal["ContextLimitReached"] = "ContextLimitReached"
+    tokens: int
+    limit: int
+    provider: int | None = None
+
+
+class ContextCompacted(_Fact):
+    """Reflecting cut history to fit the context window, in tiers, applied in this order:
+    1. the observations at positions `truncated` keep their first `max_lines` lines;
+    2. the entries at positions `dropped` (start, end) give way to the `note` entry;
+    3. every observation left keeps at most `max_chars` characters.
+    The reducer applies exactly these cuts (agentsm.window), so a fold reproduces them."""
+
+    kind: Literal["ContextCompacted"] = "ContextCompacted"
+    tokens_before: int
+    tokens_after: int
+    limit: int
+    max_lines: int | None = None
+    truncated: tuple[int, ...] = ()
+    dropped: tuple[int, int] | None = None
+    note: HistoryEntry | None = None
+    max_chars: int | None = None
 
 
 class ReflectionSkipped(_Fact):
@@ -423,6 +458,8 @@ Fact = Annotated[
     | ObservationCommitted
     | HistoryCompressed
     | ReflectionSkipped
+    | ContextLimitReached
+    | ContextCompacted
     | AnswerRejected
     | FinalAnswerProduced
     | RunFailed
@@ -471,6 +508,8 @@ OWNERS: dict[str, frozenset[str]] = {
     "ObservationCommitted": frozenset({State.Observing}),
     "HistoryCompressed": frozenset({State.Reflecting}),
     "ReflectionSkipped": frozenset({State.Reflecting}),
+    "ContextLimitReached": frozenset({_P}),
+    "ContextCompacted": frozenset({State.Reflecting}),
     "RunFinished": frozenset({State.Done, State.Error}),
     "CandidatesGathered": frozenset({JUDGING}),
     "JudgeAsked": frozenset({JUDGING}),

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, field_serializer
 from . import facts as f
 from .frozen import thaw
 from .history import History
+from .skills import with_skill_index
 from .types import (
     AgentConfig,
     HistoryEntry,
@@ -74,6 +75,12 @@ class AgentMemory(BaseModel):
     blacklisted_tools: frozenset[str] = frozenset()
     approval_required: frozenset[str] = frozenset()
     patches: frozenset[str] = frozenset()
+    context_mark: tuple[int, int] | None = None
+    """With a context window: the provider's count of the last planning request and the
+    estimate of its messages then, which `agentsm.window` counts the next request from."""
+    context_full: int | None = None
+    """The tokens of a request found too large for the context window since the last step
+    started (None: none); Reflecting compacts then, and Planning fails if it still does not fit."""
 
     @field_serializer("blacklisted_tools", "approval_required", "patches", when_used="json")
     def _sorted(self, names: frozenset[str]) -> list[str]:
@@ -250,7 +257,7 @@ def initial_memory(fact: f.RunStarted) -> AgentMemory:
     return AgentMemory(
         task=fact.task,
         task_type=fact.task_type,
-        system_prompt=fact.system_prompt,
+        system_prompt=with_skill_index(fact.system_prompt, fact.skills),
         config=fact.config,
         budget=fact.budget,
         blacklisted_tools=frozenset(fact.blacklisted_tools),

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import facts as f
+from . import window
 from .history import History
 from .memory import AgentMemory, _chain, _reduce, initial_memory
 from .types import ToolCall, ToolResult
@@ -57,6 +58,8 @@ def _(fact: f.RunStarted, memory: AgentMemory) -> AgentMemory:
 
 @_reduce.register
 def _(fact: f.StepStarted, memory: AgentMemory) -> AgentMemory:
+    if memory.context_full is not None:
+        return _evolve(memory, {"step": fact.step, "context_full": None})
     return _evolve(memory, {"step": fact.step})
 
 
@@ -67,6 +70,10 @@ def _(fact: f.LlmResponded, memory: AgentMemory) -> AgentMemory:
         update["total_usage"] = memory.total_usage + fact.response.usage
     if fact.purpose == "plan" and fact.response.confidence != memory.confidence_score:
         update["confidence_score"] = fact.response.confidence
+    if fact.purpose == "plan" and memory.config.context_window is not None:
+        counted = window.prompt_tokens(fact.response.usage)
+        if counted is not None:  # the provider counted the request these messages made
+            update["context_mark"] = (counted, window.message_tokens(memory))
     return _evolve(memory, update) if update else memory
 
 
@@ -224,6 +231,17 @@ def _(fact: f.HistoryCompressed, memory: AgentMemory) -> AgentMemory:
             "retry_count": 0,
         },
     )
+
+
+@_reduce.register
+def _(fact: f.ContextLimitReached, memory: AgentMemory) -> AgentMemory:
+    return _evolve(memory, {"context_full": fact.tokens})
+
+
+@_reduce.register
+def _(fact: f.ContextCompacted, memory: AgentMemory) -> AgentMemory:
+    history = window.compacted(memory.history, fact)
+    return _evolve(memory, {"history": history, "history_digest": _chain("", history)})
 
 
 @_reduce.register

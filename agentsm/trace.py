@@ -199,7 +199,11 @@ def summarize(fact: Fact) -> str:
     """One line saying what a fact records."""
     match fact:
         case f.RunStarted():
-            return f"task={_short(fact.task, 50)!r} type={fact.task_type} tools={len(fact.tools)}"
+            skills = f" skills={len(fact.skills)}" if fact.skills else ""
+            return (
+                f"task={_short(fact.task, 50)!r} type={fact.task_type} tools={len(fact.tools)}"
+                f"{skills}"
+            )
         case f.StepStarted():
             return f"step {fact.step}"
         case f.LlmRequested():
@@ -234,6 +238,11 @@ def summarize(fact: Fact) -> str:
             return f"{fact.replaced} entries -> {_short(fact.summary.observation)!r}"
         case f.ReflectionSkipped():
             return fact.reason
+        case f.ContextLimitReached():
+            counted = f" ({fact.provider} counted by the provider)" if fact.provider else ""
+            return f"request of about {fact.tokens} tokens{counted} > limit {fact.limit}"
+        case f.ContextCompacted():
+            return _compaction(fact)
         case f.AnswerRejected():
             return f"{fact.reason}: {_short(fact.content)!r}"
         case f.FinalAnswerProduced():
@@ -269,3 +278,18 @@ def summarize(fact: Fact) -> str:
         case f.PickRefused():
             return f"{fact.reason}: {_short(fact.message, 80)}"
     return ""  # pragma: no cover
+
+
+def _compaction(fact: f.ContextCompacted) -> str:
+    cuts = []
+    if fact.truncated:
+        n = len(fact.truncated)
+        cuts.append(f"{n} output{'s' if n != 1 else ''} cut to {fact.max_lines} lines")
+    if fact.dropped is not None:
+        n = fact.dropped[1] - fact.dropped[0]
+        cuts.append(f"{n} entr{'ies' if n != 1 else 'y'} dropped")
+    if fact.max_chars is not None:
+        cuts.append(f"outputs cut to {fact.max_chars} characters")
+    return f"{fact.tokens_before} -> {fact.tokens_after} tokens (limit {fact.limit}): " + (
+        ", ".join(cuts)
+    )

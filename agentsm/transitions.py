@@ -94,6 +94,8 @@ def build_transition_table() -> TransitionTable:
 
     `ToolOutcomeUnknown` is taken only by a resumed run whose tool was running when the process
     stopped: a non-idempotent call is not run again without a human saying so.
+    `ContextFull` is taken when the next request would not fit `config.context_window`:
+    Reflecting compacts history, then planning goes on.
     """
     S, E = State, Event
     return TransitionTable(
@@ -123,5 +125,6 @@ def build_transition_table() -> TransitionTable:
             (S.Observing, E.Continue): S.Planning,
             (S.Observing, E.NeedsReflection): S.Reflecting,
             (S.Reflecting, E.ReflectDone): S.Planning,
+            (S.Planning, E.ContextFull): S.Reflecting,
         }
     )

@@ -6,7 +6,7 @@ import uuid
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .frozen import FrozenDict, JsonObject
 
@@ -219,13 +219,19 @@ class AgentConfig(_Frozen):
     """Limits and switches of the agent's behaviour (the specification's fields and a few more).
 
     `models` maps a task type (or "default") to a model name. `safety_cap` bounds the number of
-    transitions of one run; by default it is `6 * max_steps + 10`, enough for the longest cycle
+    transitions of one run; by default it is `6 * max_steps + 10` (`7 * ...` with a context
+    window, for the compaction a step may need first), enough for the longest cycle
     of the default table (plan, approve, act, observe, reflect) at every step.
 
     Deadlines, in seconds (None: none): `llm_deadline` bounds one LLM call, retries included;
     `run_deadline` bounds the LLM calls of one execution of the run (`run()`, `arun()`,
     `stream()` or a resume), from its start. An LLM call past either is abandoned, recorded
     as failed, and the run stops where it is (`LlmDeadlineExceeded`), resumable.
+
+    Context limits (see `agentsm.window`): with `context_window` (tokens; None: no limit) each
+    planning request must fit in `context_window - context_reserve` (the reserve is room for
+    the answer); one that would not is compacted first, old tool outputs cut to
+    `tool_output_max_lines` lines before older steps are dropped.
     """
 
     max_steps: int = Field(default=15, ge=0)
@@ -239,10 +245,31 @@ class AgentConfig(_Frozen):
     safety_cap: int | None = Field(default=None, gt=0)
     llm_deadline: float | None = Field(default=1200.0, gt=0)
     run_deadline: float | None = Field(default=None, gt=0)
+    context_window: int | None = Field(default=None, gt=0)
+    context_reserve: int = Field(default=0, ge=0)
+    tool_output_max_lines: int = Field(default=50, ge=1)
+
+    @model_validator(mode="after")
+    def _reserve_fits(self) -> AgentConfig:
+        if self.context_window is not None and self.context_reserve >= self.context_window:
+            raise ValueError(
+                f"context_reserve={self.context_reserve} leaves no room in "
+                f"context_window={self.context_window}; make the reserve smaller than the window."
+            )
+        return self
+
+    def context_limit(self) -> int | None:
+        """The most tokens a request may take: the window less the reserve (None: no limit)."""
+        if self.context_window is None:
+            return None
+        return self.context_window - self.context_reserve
 
     def effective_safety_cap(self) -> int:
         """The number of transitions after which the engine stops with SafetyCapExceeded."""
-        return self.safety_cap if self.safety_cap is not None else 6 * self.max_steps + 10
+        if self.safety_cap is not None:
+            return self.safety_cap
+        per_step = 6 if self.context_window is None else 7
+        return per_step * self.max_steps + 10
 
     def model_for(self, task_type: str) -> str:
         """`models[task_type]`, else `models["default"]`, else "" (the caller's own default)."""

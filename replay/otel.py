@@ -29,6 +29,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer, Trac
 
 from agentsm import AgentEngine, AgentMemory, ToolCall
 from agentsm import facts as f
+from agentsm.skills import with_skill_index
 from agentsm.trace import Trace
 from eventstore import EventStore
 
@@ -175,9 +176,10 @@ class RunSpans:
             attributes["gen_ai.input.messages"] = _json(
                 [{"role": "user", "parts": [{"type": "text", "content": d.task}]}]
             )
-            if d.system_prompt:
+            system = with_skill_index(d.system_prompt, d.skills)  # as the LLM was sent it
+            if system:
                 attributes["gen_ai.system_instructions"] = _json(
-                    [{"type": "text", "content": d.system_prompt}]
+                    [{"type": "text", "content": system}]
                 )
         self._agent = self.tracer.start_span(
             f"invoke_agent {d.task_type}",

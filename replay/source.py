@@ -14,6 +14,7 @@ import eventstore
 from agentsm import AgentBuilder, BuildError, State
 from agentsm.catalog import backfill
 from agentsm.facts import RunStarted
+from agentsm.skills import SkillSet
 from eventstore import EventStore, SQLiteEventStore
 
 from .errors import BuilderRequired
@@ -166,4 +167,6 @@ def recorded_builder(definition: RunStarted, run_id: str = "") -> AgentBuilder:
         builder.require_approval(name)
     if definition.budget is not None:
         builder.budget(definition.budget)
+    if definition.skills:  # read_skill is served from the log: no skill files needed
+        builder.skills(SkillSet.recorded(definition.skills))
     return builder

@@ -53,6 +53,7 @@ def _isort_style(name: str) -> tuple[int, str]:
 
 def test_contract_names_are_exported_and_all_is_sorted() -> None:
     assert CONTRACT <= set(agentsm.__all__)
+    assert {"Skill", "SkillSet", "ContextEstimate", "estimate_request"} <= set(agentsm.__all__)
     assert {"replay_run", "branch_run", "resume_run", "memory_at", "assert_replays"} <= set(
         replay.__all__
     )
@@ -85,7 +86,8 @@ def test_state_and_event_values_are_the_specification_names() -> None:
 
 def test_default_table_is_exactly_the_designed_rows() -> None:
     table = build_transition_table()
-    assert len(table) == 25
+    assert len(table) == 26
+    assert table[(State.Planning, Event.ContextFull)] == State.Reflecting
     assert table[(State.WaitingForHuman, Event.HumanApprovedBatch)] == State.ParallelActing
     assert all(src not in ("Done", "Error") for src, _ in table)
     mermaid = table.to_mermaid()
@@ -115,6 +117,6 @@ def test_reprs_say_what_the_object_is() -> None:
     assert "step=0" in repr(engine.memory)
     assert repr(State.Planning) == "State.Planning" and repr(Event.Start) == "Event.Start"
     assert repr(LlmResponse.final_answer("hi")) == "LlmResponse.final_answer('hi')"
-    assert "25 rows" in repr(build_transition_table())
+    assert "26 rows" in repr(build_transition_table())
     assert repr(MockLlmCaller([])) == "MockLlmCaller(served=0, remaining=0)"
     assert "Find things" in repr(AgentBuilder("Find things"))

@@ -8,6 +8,7 @@ from .. import facts as f
 from ..context import UNRECORDABLE, RunContext
 from ..events import Event
 from ..types import HistoryEntry, LlmResponse, State
+from ..window import estimate_request
 
 
 class PlanningState:
@@ -26,6 +27,7 @@ class PlanningState:
             Event.HumanApprovalRequired,
             Event.BudgetExceeded,
             Event.FatalError,
+            Event.ContextFull,
         }
     )
 
@@ -52,6 +54,10 @@ class PlanningState:
                 )
             )
             return Event.BudgetExceeded
+        if config.context_window is not None:
+            full = self._context_full(ctx)
+            if full is not None:
+                return full
         ctx.record(f.StepStarted(step=memory.step + 1))
         outcome = await ctx.call_llm("plan")
         if isinstance(outcome, f.LlmFailed) and outcome.error_type == UNRECORDABLE:
@@ -74,6 +80,42 @@ class PlanningState:
         if response.calls:
             return self._tool_calls(ctx, response)
         return self._final_answer(ctx, response)
+
+    def _context_full(self, ctx: RunContext) -> str | None:
+        """None when the next request fits the context window; else ContextFull (Reflecting
+        compacts), or FatalError when it was compacted already, or there is no history to
+        cut, and it still does not fit."""
+        memory, config = ctx.memory, ctx.config
+        size = estimate_request(memory, ctx.tools.schemas(), config.context_limit())
+        if size.fits:
+            return None
+        assert size.limit is not None
+        if memory.context_full is None and memory.history:
+            ctx.record(
+                f.ContextLimitReached(tokens=size.tokens, limit=size.limit, provider=size.provider)
+            )
+            return Event.ContextFull
+        reserve = (
+            f" ({config.context_window} less the reserve of {config.context_reserve})"
+            if config.context_reserve
+            else ""
+        )
+        why = (
+            "compacting the history cannot cut enough"
+            if memory.history
+            else "there is no history to cut"
+        )
+        ctx.record(
+            f.RunFailed(
+                reason="context_window",
+                message=(
+                    f"The next request needs about {size.tokens} tokens but the context window "
+                    f"holds {size.limit}{reserve}, and {why}: raise context_window, or shorten "
+                    "the system prompt, the task or the tool descriptions."
+                ),
+            )
+        )
+        return Event.FatalError
 
     def _tool_calls(self, ctx: RunContext, response: LlmResponse) -> str:
         memory, config = ctx.memory, ctx.config

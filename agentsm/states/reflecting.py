@@ -11,6 +11,7 @@ from ..events import Event
 from ..memory import AgentMemory
 from ..tools import ToolRegistry
 from ..types import SUMMARY_TOOL, HistoryEntry, State, ToolCall
+from ..window import compaction, estimate_request
 
 COMPRESSION_PROMPT = (
     "Summarize the following tool call history into a single concise paragraph\n"
@@ -30,15 +31,28 @@ class ReflectingState:
 
     async def handle(self, ctx: RunContext) -> str:
         memory = ctx.memory
+        if memory.context_full is not None:
+            return self._compact(ctx)
         if not memory.history:
             ctx.record(f.ReflectionSkipped(reason="history is empty"))
             return Event.ReflectDone
         if ctx.over_budget():
             ctx.record(f.ReflectionSkipped(reason="token budget exhausted"))
             return Event.ReflectDone
-        history_json = json.dumps([e.model_dump(mode="json") for e in memory.history])
-        prompt = COMPRESSION_PROMPT.format(task=memory.task, history_json=history_json)
-        view = AgentMemory(task=prompt, task_type=memory.task_type, config=memory.config)
+        view = compression_view(memory)
+        limit = memory.config.context_limit()
+        if limit is not None:
+            size = estimate_request(view, (), limit)
+            if not size.fits:
+                ctx.record(
+                    f.ReflectionSkipped(
+                        reason=(
+                            f"the summary request (about {size.tokens} tokens) would not fit the "
+                            f"context window ({limit} tokens)"
+                        )
+                    )
+                )
+                return Event.ReflectDone
         outcome = await ctx.call_llm("reflect", view, ToolRegistry())
         if isinstance(outcome, f.LlmFailed):
             ctx.record(
@@ -60,5 +74,34 @@ class ReflectingState:
         ctx.record(f.HistoryCompressed(summary=entry, replaced=len(memory.history)))
         return Event.ReflectDone
 
+    def _compact(self, ctx: RunContext) -> str:
+        """The request Planning found too large: cut history by tiers (agentsm.window) so it
+        fits, or say why it cannot be cut (Planning then fails the run)."""
+        memory = ctx.memory
+        limit = ctx.config.context_limit()
+        tools = ctx.tools.schemas()
+        if limit is None or estimate_request(memory, tools, limit).fits:
+            ctx.record(f.ReflectionSkipped(reason="the request fits the context window now"))
+            return Event.ReflectDone
+        cut = compaction(memory, tools, limit)
+        if cut is None:
+            ctx.record(
+                f.ReflectionSkipped(
+                    reason="the history cannot be cut to fit the context window"
+                    if memory.history
+                    else "the request does not fit the context window and history is empty"
+                )
+            )
+        else:
+            ctx.record(cut)
+        return Event.ReflectDone
+
     def __repr__(self) -> str:
         return "ReflectingState()"
+
+
+def compression_view(memory: AgentMemory) -> AgentMemory:
+    """What the summary request asks about: the compression prompt over the whole history."""
+    history_json = json.dumps([e.model_dump(mode="json") for e in memory.history])
+    prompt = COMPRESSION_PROMPT.format(task=memory.task, history_json=history_json)
+    return AgentMemory(task=prompt, task_type=memory.task_type, config=memory.config)

@@ -19,6 +19,7 @@ from .. import facts as f
 from ..builder import AgentBuilder
 from ..context import ToolRunner
 from ..errors import BuildError
+from ..skills import SkillSet
 from ..tools import ToolOutcome, ToolRegistry
 from ..trace import Trace
 from ..types import LlmResponse, TokenUsage, ToolCall
@@ -186,6 +187,8 @@ def _recorded_agent(definition: f.RunStarted) -> Callable[[str], AgentBuilder]:
             agent.blacklist_tool(name)
         for name in definition.approval_required:
             agent.require_approval(name)
+        if definition.skills:  # the index the recorded run showed; read_skill is served
+            agent.skills(SkillSet.recorded(definition.skills))
         return agent
 
     return make

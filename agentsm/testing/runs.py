@@ -16,8 +16,10 @@ from ..engine import AgentEngine
 from ..errors import AgentFailed, EngineError, HumanInputRequired
 from ..facts import OWNERS, Fact
 from ..memory import AgentMemory, apply, fold_with_state
+from ..states.reflecting import ReflectingState, compression_view
 from ..trace import Trace
 from ..types import TERMINAL_STATES, State, as_state
+from ..window import estimate_request
 from .watch import Returned, event_problems
 
 if TYPE_CHECKING:
@@ -106,6 +108,7 @@ class AgentRun:
         if transitions > cap:
             problems.append(f"{transitions} transitions, more than the safety cap {cap}")
         problems.extend(self._memory_rules(entries))
+        problems.extend(self._context_rules())
         if replay:
             problems.extend(self._replay_rule())
         return problems
@@ -148,6 +151,38 @@ class AgentRun:
                 [f"... and {len(problems) - 5} more"] if len(problems) > 5 else []
             )
         return []
+
+    def _context_rules(self) -> list[str]:
+        """With a context window: no LLM request above it (Planning fails the run instead),
+        and each compaction leaves the request the size it records."""
+        definition = self.engine.definition
+        problems: list[str] = []
+        previous: AgentMemory | None = None
+        builtin_reflecting = isinstance(self.engine.handlers.get(State.Reflecting), ReflectingState)
+        for o in self.observed:
+            limit = o.memory.config.context_limit()
+            where = f"seq {o.seq} ({o.state}, {o.fact.kind})"
+            if limit is not None and previous is not None and isinstance(o.fact, f.LlmRequested):
+                if o.fact.purpose == "plan":
+                    size = estimate_request(previous, definition.tools, limit)
+                elif builtin_reflecting:
+                    size = estimate_request(compression_view(previous), (), limit)
+                else:
+                    size = None
+                if size is not None and not size.fits:
+                    problems.append(
+                        f"{where}: a {o.fact.purpose} request of about {size.tokens} tokens was "
+                        f"sent, over the context limit {limit}"
+                    )
+            if limit is not None and isinstance(o.fact, f.ContextCompacted):
+                after = estimate_request(o.memory, definition.tools, limit).tokens
+                if after != o.fact.tokens_after or after > limit:
+                    problems.append(
+                        f"{where}: the compaction records {o.fact.tokens_after} tokens after it, "
+                        f"the request is {after} (limit {limit})"
+                    )
+            previous = o.memory
+        return problems[:5]
 
     def _replay_rule(self) -> list[str]:
         if self.escaped is not None or self.outcome == "aborted":

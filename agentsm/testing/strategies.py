@@ -109,10 +109,16 @@ def llm_scripts(tool_names: Sequence[str], max_size: int = 12) -> st.SearchStrat
     )
 
 
+LONG_OUTPUT = "\n".join(f"row {i}: some output of a tool" for i in range(24))
+"""A tool output of many lines: what fills a small context window and gets cut."""
+
+
 def tool_behaviours() -> st.SearchStrategy[ToolBehaviour]:
-    """Success (with some text), an exception, a timeout, or a slow success."""
+    """Success (with some text, now and then many lines of it), an exception, a timeout, or a
+    slow success."""
     return st.one_of(
         st.builds(lambda v: ToolBehaviour("success", v), texts(12)),
+        st.just(ToolBehaviour("success", LONG_OUTPUT)),
         st.just(ToolBehaviour("exception", "tool broke")),
         st.just(ToolBehaviour("timeout")),
         st.just(ToolBehaviour("slow")),
@@ -130,7 +136,33 @@ def approval_decisions() -> st.SearchStrategy[Any]:
 
 
 def configs() -> st.SearchStrategy[AgentConfig]:
-    """Configurations across their interesting ranges."""
+    """Configurations across their interesting ranges; now and then a context window small
+    enough for compaction (or, smallest, for a request that cannot fit at all)."""
+    window = st.one_of(st.none(), st.none(), st.sampled_from([120, 300, 450, 600, 600]))
+    return st.builds(
+        _with_window,
+        window,
+        st.sampled_from([0, 0, 40]),
+        st.sampled_from([1, 2, 50]),
+        _configs(),
+    )
+
+
+def _with_window(
+    window: int | None, reserve: int, max_lines: int, config: AgentConfig
+) -> AgentConfig:
+    if window is None:
+        return config
+    return config.model_copy(
+        update={
+            "context_window": window,
+            "context_reserve": reserve,
+            "tool_output_max_lines": max_lines,
+        }
+    )
+
+
+def _configs() -> st.SearchStrategy[AgentConfig]:
     return st.builds(
         AgentConfig,
         max_steps=st.sampled_from([6, 3, 1, 8, 0]),
