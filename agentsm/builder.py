@@ -20,7 +20,7 @@ from .redaction import Hook, Redactor
 from .states import AgentState, default_handlers
 from .tools import Tool, ToolRegistry, tool
 from .transitions import TransitionTable, build_transition_table
-from .types import AgentConfig, TokenBudget, as_state
+from .types import AgentConfig, ParentCall, TokenBudget, as_state
 
 __all__ = ["AgentBuilder"]
 
@@ -78,6 +78,7 @@ class AgentBuilder:
         self._redactions: list[tuple[str | None, Hook]] = []
         self._patches: Callable[[str], bool] | None = None
         self._values: ValueSource | None = None
+        self._parent_call: ParentCall | None = None
 
     def task_type(self, task_type: str) -> AgentBuilder:
         """The task type: the key for model selection in `config.models`."""
@@ -261,6 +262,40 @@ class AgentBuilder:
             self._redactions.append((name, hook))
         return self
 
+    def subagent(
+        self,
+        name: str,
+        description: str,
+        child: AgentBuilder | Callable[[str], AgentBuilder],
+        *,
+        share_budget: bool = False,
+        timeout: float | None = None,
+    ) -> AgentBuilder:
+        """Add a tool `name` that runs another agent on the task the LLM gives it (`{"task":
+        ...}`), as a child run in this run's store, and observes its final answer. `child` is
+        an AgentBuilder (its task is replaced by the call's) or a function `task -> builder`;
+        it sets the child's own prompt, tools, LLM and limits. `share_budget`: the child gets
+        what is left of this run's token budget, and its tokens count into this run's usage.
+        `timeout` bounds the call (default: this run's `tool_timeout`). See `agentsm.subagent`."""
+        from .subagent import SubAgentTool  # the sub-agent module builds on this one
+
+        self._tools.add(
+            SubAgentTool(self, name, description, child, share_budget=share_budget, timeout=timeout)
+        )
+        return self
+
+    def parent_call(self, link: ParentCall | None) -> AgentBuilder:
+        """Record the run as the sub-agent run of a parent's call (the sub-agent tool sets it;
+        replay sets it from the recording so that the definitions compare equal)."""
+        self._parent_call = link
+        return self
+
+    @property
+    def event_store(self) -> EventStore | None:
+        """The store the last engine built from this builder writes to (None before a build
+        or attach opened it)."""
+        return self._store if isinstance(self._store, EventStore) else None
+
     # -- build ----------------------------------------------------------------------------
 
     def build_config(self) -> AgentConfig:
@@ -295,6 +330,7 @@ class AgentBuilder:
             custom_table=dict(table) != dict(build_transition_table()),
             redactions=redactor.labels,
             llm=llm_settings(llm),
+            parent_call=self._parent_call,
         )
         return AgentEngine(
             store=store,

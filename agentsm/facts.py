@@ -21,8 +21,10 @@ from .types import (
     AgentConfig,
     HistoryEntry,
     LlmResponse,
+    ParentCall,
     State,
     TokenBudget,
+    TokenUsage,
     ToolCall,
     ToolSchema,
 )
@@ -88,6 +90,8 @@ class RunStarted(_Fact):
     redactions: tuple[str, ...] = ()
     llm: dict[str, Any] = Field(default_factory=dict)
     """The LLM caller's request settings (provider, temperature, seed, ...), if it has any."""
+    parent_call: ParentCall | None = None
+    """For a sub-agent run: the parent run's call that started it (None for any other run)."""
 
 
 class StepStarted(_Fact):
@@ -212,6 +216,8 @@ class ToolExecuted(_Fact):
     observation: str
     success: bool
     error_type: str | None = None
+    usage: TokenUsage | None = None
+    """Tokens the call spent that count into this run's usage (a sub-agent sharing the budget)."""
 
 
 class ObservationCommitted(_Fact):
