@@ -12,6 +12,7 @@ from typing import Any
 import click
 
 from agentsm import facts as f
+from agentsm.subagent import subagent_of
 from agentsm.trace import TRACE_COLUMNS
 from eventstore import SQLiteEventStore, open_store
 from eventstore.pg_url import is_postgres_url
@@ -88,7 +89,13 @@ def show(
         status = status_cell(r.shown_status)
         head = out(f"run {r.run_id}", "bold") + "  " + out(status.text, status.style)
         click.echo(f"{head}  task: {printable(r.task)}")
-        if r.parent_id:
+        tool = subagent_of(r)
+        if tool is not None:
+            click.echo(
+                f"sub-agent run ({printable(tool)}) of {printable(r.parent_id or '')}, started "
+                f"by its call at seq {r.branch_seq}"
+            )
+        elif r.parent_id:
             click.echo(f"branched from {printable(r.parent_id)} at seq {r.branch_seq}")
     if full and not as_csv:
         blocks = []

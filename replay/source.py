@@ -166,4 +166,4 @@ def recorded_builder(definition: RunStarted, run_id: str = "") -> AgentBuilder:
         builder.require_approval(name)
     if definition.budget is not None:
         builder.budget(definition.budget)
-    return builder
+    return builder.parent_call(definition.parent_call)
