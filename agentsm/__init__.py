@@ -42,6 +42,7 @@ from .outputs import (
     TransitionTaken,
 )
 from .states import AgentState
+from .subagent import SubAgentTool
 from .tools import Tool, ToolContext, ToolOutcome, ToolRegistry, tool
 from .trace import Trace, TraceEntry
 from .transitions import TransitionTable, build_transition_table
@@ -50,6 +51,7 @@ from .types import (
     ApprovalRequest,
     HistoryEntry,
     LlmResponse,
+    ParentCall,
     State,
     TokenBudget,
     TokenUsage,
@@ -91,10 +93,12 @@ __all__ = [
     "MockLlmCaller",
     "NoHandlerForState",
     "OwnershipViolation",
+    "ParentCall",
     "RunContext",
     "RunErrored",
     "SafetyCapExceeded",
     "State",
+    "SubAgentTool",
     "TextDelta",
     "TextRetracted",
     "TokenBudget",
