@@ -28,11 +28,12 @@ step through the usual budget check. Replay of the parent serves the child's rec
 
 from __future__ import annotations
 
+import asyncio
 import copy
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from eventstore import ConcurrencyError, EventStore, NewEvent, RunRecord, UnknownRun
+from eventstore import ConcurrencyError, EventStore, NewEvent, RunInUse, RunRecord, UnknownRun
 
 from . import facts as f
 from .catalog import summary_of
@@ -153,7 +154,7 @@ class SubAgentTool(Tool):
                 f"run {child_id} exists already and is not this call's sub-agent run",
             )
         else:
-            finished = _finished(store, child_id)
+            finished = await _claimed_or_finished(store, child_id)
             if finished is not None:
                 return self._observed(child_id, *finished)
             builder = self.builder_for(record.task).store(store)
@@ -171,6 +172,8 @@ class SubAgentTool(Tool):
             )
         except EngineError as e:
             return self._observed(child_id, None, f"{type(e).__name__}: {e}", engine.memory)
+        finally:
+            store.release(child_id)  # whatever happened: the child is no longer driven here
         memory = engine.memory
         return self._observed(child_id, memory.final_answer, memory.error, memory)
 
@@ -215,6 +218,27 @@ def _finished(store: EventStore, run_id: str) -> tuple[str | None, str | None, A
     if state == State.Done:
         return memory.final_answer, None, memory
     return None, memory.error or "Unknown error", memory
+
+
+async def _claimed_or_finished(
+    store: EventStore, run_id: str
+) -> tuple[str | None, str | None, AgentMemory] | None:
+    """The outcome of a child run that ended; else claim it for this process to continue it
+    (None). While another live process drives it (a worker took it up), wait for it to end
+    or to be let go (the sub-agent call's timeout bounds the wait)."""
+    while True:
+        finished = _finished(store, run_id)
+        if finished is not None:
+            return finished
+        try:
+            store.claim(run_id)
+        except RunInUse:
+            await asyncio.to_thread(store.wait_for_append, 1.0)
+            continue
+        finished = _finished(store, run_id)  # it may have ended just before the claim
+        if finished is not None:
+            store.release(run_id)
+        return finished
 
 
 def _create(store: EventStore, builder: AgentBuilder, run_id: str, link: ParentCall) -> None:

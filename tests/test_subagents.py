@@ -266,7 +266,8 @@ def _with_child_prompt(prompt: str) -> Callable[[str], AgentBuilder]:
     return make
 
 
-def test_resume_after_a_kill_mid_child_continues_the_same_child(backend: Backend) -> None:
+def killed_mid_child(backend: Backend) -> EventStore:
+    """Run the parent in a process that dies in the child's second LLM call."""
     if not backend.shared:
         pytest.skip("a killed process's SQLite in memory is gone with it")
     script = (
@@ -281,6 +282,11 @@ def test_resume_after_a_kill_mid_child_continues_the_same_child(backend: Backend
     store = backend.open()
     assert store.run("p1-1-0").status == "running" and store.run("p1").status == "running"
     assert len(facts_of(store, "p1-1-0", f.ToolExecuted)) == 1  # its tool ran before the kill
+    return store
+
+
+def test_resume_after_a_kill_mid_child_continues_the_same_child(backend: Backend) -> None:
+    store = killed_mid_child(backend)
 
     answer = resume_run(store, "p1", make_agent)
 
@@ -293,6 +299,19 @@ def test_resume_after_a_kill_mid_child_continues_the_same_child(backend: Backend
     assert len(facts_of(store, "p1", f.ToolCallStarted)) == 2  # the call, then its re-run
     assert len(facts_of(store, "p1", f.ToolExecuted)) == 1
     assert store.run("p1-1-0").status == "done" and store.run("p1").status == "done"
+    assert replay_run(store, "p1", make_agent, children=True).identical
+
+
+def test_the_child_resumed_on_its_own_with_the_parents_builder_runs_as_the_child(
+    backend: Backend,
+) -> None:
+    store = killed_mid_child(backend)
+    child_answer = resume_run(store, "p1-1-0", make_agent)  # as a worker would: parent's builder
+    assert child_answer == "You found the answer to Survive a kill (part 1)"
+    assert facts_of(store, "p1-1-0", f.LlmRequested)[-1].model == "child-model"
+    answer = resume_run(store, "p1", make_agent)  # the call observes the finished child
+    assert answer == f"The researcher reported: SUCCESS: {child_answer}"
+    assert len(facts_of(store, "p1-1-0", f.LlmRequested)) == 3  # not run again by the parent
     assert replay_run(store, "p1", make_agent, children=True).identical
 
 
