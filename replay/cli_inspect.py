@@ -327,7 +327,8 @@ def timeline(run: str, out_file: str) -> None:
 @click.option("--out", "out_file", required=True, metavar="FILE", help=".svg or .png")
 @common
 def family(run: str, out_file: str) -> None:
-    """A run's branch family as a tree, each run labelled with its answer or error."""
+    """A run's family as a tree (its branches, and its sub-agent runs on dashed edges), each
+    run labelled with its answer or error."""
     from agentsm.pictures import family_tree
 
     store = open_log()
