@@ -42,7 +42,7 @@ from .facts import FACTS
 from .memory import AgentMemory, fold, fold_with_state, initial_memory
 from .recorder import encode_meta
 from .tool_context import ToolContext
-from .tools import Tool, ToolOutcome
+from .tools import Tool, ToolOutcome, ToolRegistry
 from .trace import decode
 from .types import ParentCall, State, TokenBudget, TokenUsage
 
@@ -106,6 +106,9 @@ class SubAgentTool(Tool):
         if isinstance(self.child, AgentBuilder):
             made = copy.copy(self.child)
             made._task = task  # the template's own task is replaced by the call's
+            made._tools = ToolRegistry()  # its own sub-agents run in the copy's store
+            for item in self.child.tools:
+                made._tools.add(item.bound_to(made) if isinstance(item, SubAgentTool) else item)
             return made
         made = self.child(task)
         if not isinstance(made, AgentBuilder):
@@ -114,6 +117,17 @@ class SubAgentTool(Tool):
                 "task, not an AgentBuilder; return AgentBuilder(task)... without .build()."
             )
         return made
+
+    def bound_to(self, parent: AgentBuilder) -> SubAgentTool:
+        """The same sub-agent, called by the agent `parent` builds."""
+        return SubAgentTool(
+            parent,
+            self.name,
+            self.description,
+            self.child,
+            share_budget=self.share_budget,
+            timeout=self.timeout,
+        )
 
     async def _run(self, args: dict[str, Any]) -> ToolOutcome:
         context = ToolContext.current()

@@ -91,6 +91,38 @@ def test_child_ids_come_from_the_calls_place_never_from_the_llms_call_id() -> No
     assert [(x.step, x.position) for x in links if x is not None] == [(1, 0), (1, 1)]
 
 
+def test_a_child_may_have_sub_agents_of_its_own(tmp_path: Path) -> None:
+    store = SQLiteEventStore(tmp_path / "runs.db")
+    middle = (  # a template builder (its task is replaced) that delegates in turn
+        AgentBuilder("template")
+        .llm(ParentLlm())
+        .subagent("researcher", "Delegate further.", researcher)
+    )
+    parent = make_agent("Three levels").subagent("manager", "Manages.", middle)
+    parent.llm(
+        MockLlmCaller(
+            [
+                LlmResponse.tool_call("manager", {"task": "organise"}),
+                lambda memory, tools, model: LlmResponse.final_answer(
+                    f"Done: {memory.history[-1].observation}"
+                ),
+            ]
+        )
+    )
+    answer = run_parent(store, parent)
+    grandchild = store.run("p1-1-0-1-0")
+    assert (grandchild.parent_id, subagent_of(grandchild)) == ("p1-1-0", "researcher")
+    assert "You found the answer to organise (part 1)" in answer
+    assert [(r.run_id, d) for r, d in family_of(store, "p1-1-0-1-0")] == [
+        ("p1", 0),
+        ("p1-1-0", 1),
+        ("p1-1-0-1-0", 2),
+    ]
+    report = replay_run(store, "p1", lambda task: parent, children=True)
+    assert report.identical, str(report)
+    assert [g.run_id for c in report.children for g in c.children] == ["p1-1-0-1-0"]
+
+
 def test_a_failed_child_is_a_failed_observation_and_the_parent_goes_on(
     backend: Backend,
 ) -> None:
