@@ -11,7 +11,7 @@ from agentsm.facts import FACTS
 from agentsm.llm.base import llm_settings
 from agentsm.subagent import SubAgentTool, children_of
 from agentsm.trace import TraceEntry, read_events
-from eventstore import EventStore, RunRecord, SQLiteEventStore
+from eventstore import EventStore, RunRecord, SQLiteEventStore, UnknownRun
 
 from .effects import (
     RecordedDecisions,
@@ -51,8 +51,34 @@ def replay_run(
     A sub-agent call is a tool run like any other: its recorded answer is served and no child
     runs. `children` replays the run's sub-agent runs too (and theirs), each against its own
     recording with the child agent the builder's sub-agent tool makes (or its recorded
-    definition, without a builder); their reports are the report's `children`."""
+    definition, without a builder); their reports are the report's `children`. A sub-agent
+    run replayed on its own with its parent's builder replays with that child agent too."""
     store = open_store(db)
+    return _replay(store, run_id, _agent_for(store, run_id, builder), execute_tools, children)
+
+
+def _agent_for(store: EventStore, run_id: str, builder: Builder | None) -> Builder | None:
+    """`builder`, or, for a sub-agent run given its parent's builder, the child agent that the
+    parent's sub-agent tool makes (with what the recording fixed when the child started)."""
+    if builder is None:
+        return None
+    link = Recording.load(store, run_id, upto=1).definition.parent_call
+    if link is None:
+        return builder
+    try:
+        parent_task = Recording.load(store, link.run_id, upto=1).definition.task
+    except (UnknownRun, ValueError):
+        return builder  # the parent is not in this log
+    return _child_builder(builder(parent_task), store, run_id) or builder
+
+
+def _replay(
+    store: EventStore,
+    run_id: str,
+    builder: Builder | None,
+    execute_tools: bool,
+    children: bool,
+) -> ReplayReport:
     recording = Recording.load(store, run_id)
     definition = recording.definition
     agent = (
@@ -99,12 +125,12 @@ def replay_run(
     if not children:
         return report
     family = tuple(
-        replay_run(
+        _replay(
             store,
             child.run_id,
             _child_builder(agent, store, child.run_id) if builder is not None else None,
-            execute_tools=execute_tools,
-            children=True,
+            execute_tools,
+            True,
         )
         for child in sorted(children_of(store, [recording.run_id]), key=_call_seq)
     )

@@ -262,6 +262,7 @@ def test_replay_with_children_replays_each_child_against_its_recording(backend: 
     assert all(c.identical and c.compared > 5 for c in report.children)
     assert "sub-agent run p1-1-1: identical" in str(report)
     assert replay_run(store, "p1", children=True).identical  # the recorded definitions
+    assert replay_run(store, "p1-1-1", make_agent).identical  # a child with its parent's builder
 
 
 def test_a_changed_child_prompt_diverges_in_the_childs_replay(backend: Backend) -> None:
