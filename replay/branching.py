@@ -24,7 +24,7 @@ from eventstore import EventStore, NewEvent
 from .branchnotes import UnusedChange, unused_changes
 from .effects import RecordedDecisions, RecordedLlm, RecordedTools, RecordedValues
 from .recording import Recording
-from .source import Builder, StoreLike, open_store, recorded_builder
+from .source import Builder, StoreLike, agent_of, open_store, recorded_builder
 
 __all__ = ["branch_run"]
 
@@ -60,7 +60,7 @@ def branch_run(
     parent = Recording.load(store, run_id)
     point = parent.branch_point(at)
     agent = (
-        builder(parent.definition.task)
+        agent_of(store, parent.definition, builder)(parent.definition.task)
         if builder is not None
         else recorded_builder(parent.definition)
     )

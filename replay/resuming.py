@@ -12,13 +12,12 @@ from agentsm import facts as f
 from agentsm.memory import fold_with_state
 from agentsm.recorder import Recorder
 from agentsm.states.waiting import approval_requests
-from agentsm.subagent import SubAgentTool
 from agentsm.tools import Tool, ToolRegistry
 from agentsm.types import ApprovalRequest
-from eventstore import EventStore, UnknownRun
+from eventstore import EventStore
 
 from .recording import Recording
-from .source import Builder, StoreLike, open_store, resolve_run
+from .source import Builder, StoreLike, agent_of, open_store, resolve_run
 
 __all__ = ["Around", "continue_claimed", "decide", "pending_requests", "resume_run"]
 
@@ -57,24 +56,10 @@ def continue_claimed(
         return memory.final_answer or "[No answer produced]"
     if recording.finished:
         raise AgentFailed(memory.error or "Unknown error", recording.run_id)
-    agent = _agent_of(store, recording.definition, builder)
+    agent = agent_of(store, recording.definition, builder)
     engine = agent(recording.definition.task).store(store).attach(recording.run_id)
     with around(engine) if around is not None else nullcontext():
         return engine.run()
-
-
-def _agent_of(store: EventStore, definition: f.RunStarted, builder: Builder) -> Builder:
-    """The agent that continues a run: `builder`, or, for a sub-agent run given its parent's
-    builder (a worker's), the child agent that the parent's sub-agent tool makes."""
-    link = definition.parent_call
-    if link is None:
-        return builder
-    try:
-        parent_task = Recording.load(store, link.run_id, upto=1).definition.task
-    except (UnknownRun, ValueError):
-        return builder  # the parent is not in this log
-    made = builder(parent_task).tools.get(link.tool)
-    return made.builder_for if isinstance(made, SubAgentTool) else builder
 
 
 def pending_requests(db: StoreLike, run_id: str) -> list[ApprovalRequest]:

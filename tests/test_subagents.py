@@ -32,12 +32,12 @@ from agentsm.pictures import family_of
 from agentsm.subagent import children_of, subagent_of
 from agentsm.trace import Trace
 from eventstore import EventStore, SQLiteEventStore
-from replay import decide, replay_run, resume_run
+from replay import branch_run, decide, replay_run, resume_run
 from replay.cli import main
 from replay.ui.views import lineage_of
 
 from .backends import Backend
-from .subagent_agent import CHILD_PROMPT, ParentLlm, make_agent, researcher
+from .subagent_agent import CHILD_PROMPT, ChildLlm, ParentLlm, make_agent, researcher
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -348,6 +348,17 @@ def test_the_child_resumed_on_its_own_with_the_parents_builder_runs_as_the_child
     assert replay_run(store, "p1", make_agent, children=True).identical
 
 
+def test_a_branch_of_a_child_with_the_parents_builder_is_a_branch_of_the_child_agent() -> None:
+    store = SQLiteEventStore(":memory:")
+    run_parent(store, make_agent("Branch the child"))
+    new_id = branch_run(store, "p1-1-0", 2, llm=ChildLlm(), builder=make_agent, new_run_id="cb")
+    branch = store.run(new_id)
+    assert (branch.parent_id, subagent_of(branch)) == ("p1-1-0", None)  # a branch, not a child
+    assert facts_of(store, "cb", f.LlmRequested)[-1].model == "child-model"
+    assert branch.summary.answer == "You found the answer to Branch the child (part 1)"
+    assert [r.run_id for r in children_of(store, ["p1"])] == ["p1-1-0"]
+
+
 def test_a_child_waiting_for_a_human_leaves_the_parents_call_waiting(backend: Backend) -> None:
     store = backend.open()
 
@@ -402,8 +413,6 @@ def test_runs_tree_family_picture_and_viewer_show_the_child(
     db = tmp_path / "runs.db"
     store = SQLiteEventStore(db)
     run_parent(store, make_agent("A family"))
-    from replay import branch_run
-
     branch = branch_run(store, "p1", 2, llm=ParentLlm(), builder=make_agent, new_run_id="b1")
     store.close()
 
