@@ -186,6 +186,28 @@ def test_a_sub_agent_needs_a_child_with_an_llm() -> None:
     assert made.tools.get("helper").schema["required"] == ["task"]  # type: ignore[union-attr]
 
 
+def test_a_sub_agent_outside_a_run_or_on_a_taken_id_is_refused_as_data() -> None:
+    made = AgentBuilder("t").subagent("helper", "Helps.", researcher, timeout=300)
+    helper = made.tools.get("helper")
+    assert helper is not None and helper.timeout == 300 and helper.idempotent
+    outcome = made.tools.execute("helper", {"task": "x"})
+    assert outcome.error_type == "SubAgentUnavailable" and "only as a call" in outcome.observation
+
+    store = SQLiteEventStore(":memory:")
+    AgentBuilder("squatter").system_prompt("Squatter.").llm(ChildLlm()).tool(note_tool()).store(
+        store
+    ).run_id("p1-1-0").build().run()
+    answer = run_parent(store, make_agent("Taken"))
+    assert "ERROR: SubAgentUnavailable: run p1-1-0 exists already" in answer
+    assert children_of(store, ["p1"]) == []
+
+
+def note_tool() -> Any:
+    from .subagent_agent import note
+
+    return note
+
+
 def test_a_shared_budget_spent_by_the_child_stops_the_parent(backend: Backend) -> None:
     store = backend.open()
     usage = TokenUsage(input_tokens=25, output_tokens=25)
