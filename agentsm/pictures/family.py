@@ -28,7 +28,12 @@ def family_of(store: EventStore, run_id: str) -> list[tuple[RunRecord, int]]:
     generation = [root.run_id]
     seen = {root.run_id}
     while generation:
-        found = [r for r in store.runs(parents=generation) if r.run_id not in seen]
+        found = [
+            r
+            for at in range(0, len(generation), 500)  # a bounded list of ids per query
+            for r in store.runs(parents=generation[at : at + 500])
+            if r.run_id not in seen
+        ]
         for r in found:
             children.setdefault(r.parent_id or "", []).append(r)
             seen.add(r.run_id)
