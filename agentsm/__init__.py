@@ -43,6 +43,7 @@ from .outputs import (
 )
 from .skills import Skill, SkillSet
 from .states import AgentState
+from .subagent import SubAgentTool
 from .tools import Tool, ToolContext, ToolOutcome, ToolRegistry, tool
 from .trace import Trace, TraceEntry
 from .transitions import TransitionTable, build_transition_table
@@ -51,6 +52,7 @@ from .types import (
     ApprovalRequest,
     HistoryEntry,
     LlmResponse,
+    ParentCall,
     State,
     TokenBudget,
     TokenUsage,
@@ -94,12 +96,14 @@ __all__ = [
     "MockLlmCaller",
     "NoHandlerForState",
     "OwnershipViolation",
+    "ParentCall",
     "RunContext",
     "RunErrored",
     "SafetyCapExceeded",
     "Skill",
     "SkillSet",
     "State",
+    "SubAgentTool",
     "TextDelta",
     "TextRetracted",
     "TokenBudget",

@@ -21,7 +21,7 @@ from .skills import READ_SKILL_TOOL, SkillSet
 from .states import AgentState, default_handlers
 from .tools import Tool, ToolRegistry, tool
 from .transitions import TransitionTable, build_transition_table
-from .types import AgentConfig, TokenBudget, as_state
+from .types import AgentConfig, ParentCall, TokenBudget, as_state
 
 __all__ = ["AgentBuilder"]
 
@@ -80,6 +80,7 @@ class AgentBuilder:
         self._patches: Callable[[str], bool] | None = None
         self._values: ValueSource | None = None
         self._skills = SkillSet()
+        self._parent_call: ParentCall | None = None
 
     def task_type(self, task_type: str) -> AgentBuilder:
         """The task type: the key for model selection in `config.models`."""
@@ -298,6 +299,40 @@ class AgentBuilder:
         """The skills loaded so far."""
         return self._skills
 
+    def subagent(
+        self,
+        name: str,
+        description: str,
+        child: AgentBuilder | Callable[[str], AgentBuilder],
+        *,
+        share_budget: bool = False,
+        timeout: float | None = None,
+    ) -> AgentBuilder:
+        """Add a tool `name` that runs another agent on the task the LLM gives it (`{"task":
+        ...}`), as a child run in this run's store, and observes its final answer. `child` is
+        an AgentBuilder (its task is replaced by the call's) or a function `task -> builder`;
+        it sets the child's own prompt, tools, LLM and limits. `share_budget`: the child gets
+        what is left of this run's token budget, and its tokens count into this run's usage.
+        `timeout` bounds the call (default: this run's `tool_timeout`). See `agentsm.subagent`."""
+        from .subagent import SubAgentTool  # the sub-agent module builds on this one
+
+        self._tools.add(
+            SubAgentTool(self, name, description, child, share_budget=share_budget, timeout=timeout)
+        )
+        return self
+
+    def parent_call(self, link: ParentCall | None) -> AgentBuilder:
+        """Record the run as the sub-agent run of a parent's call (the sub-agent tool sets it;
+        replay sets it from the recording so that the definitions compare equal)."""
+        self._parent_call = link
+        return self
+
+    @property
+    def event_store(self) -> EventStore | None:
+        """The store the last engine built from this builder writes to (None before a build
+        or attach opened it)."""
+        return self._store if isinstance(self._store, EventStore) else None
+
     # -- build ----------------------------------------------------------------------------
 
     def build_config(self) -> AgentConfig:
@@ -333,6 +368,7 @@ class AgentBuilder:
             redactions=redactor.labels,
             llm=llm_settings(llm),
             skills=self._skills.skills,
+            parent_call=self._parent_call,
         )
         return AgentEngine(
             store=store,

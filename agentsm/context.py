@@ -271,8 +271,8 @@ class RunContext:
     def _tool_context(self, call: ToolCall, position: int | None, seq: int) -> ToolContext:
         if position is None:  # not a planned call (a custom handler's): keyed by its start
             key = f"{self.run_id}-seq{seq}"
-            return ToolContext(self.run_id, call.id, call.name, self.memory.step, 0, key)
-        return ToolContext(self.run_id, call.id, call.name, self.memory.step, position)
+            return ToolContext(self.run_id, call.id, call.name, self.memory.step, 0, key, seq)
+        return ToolContext(self.run_id, call.id, call.name, self.memory.step, position, seq=seq)
 
     def _real(self, call: ToolCall, position: int) -> ToolCall:
         """The call with the real arguments redaction kept from the log (the n-th of the plan's
@@ -376,4 +376,5 @@ def _executed(call: ToolCall, outcome: ToolOutcome) -> f.ToolExecuted:
         observation=outcome.observation,
         success=outcome.success,
         error_type=outcome.error_type,
+        usage=outcome.usage,
     )

@@ -22,8 +22,10 @@ from .types import (
     AgentConfig,
     HistoryEntry,
     LlmResponse,
+    ParentCall,
     State,
     TokenBudget,
+    TokenUsage,
     ToolCall,
     ToolSchema,
 )
@@ -101,6 +103,8 @@ class RunStarted(_Fact):
     skills: tuple[Skill, ...] = ()
     """The skills offered to the LLM (`AgentBuilder.skills`): their index is appended to the
     system prompt in memory; their bodies are read through the `read_skill` tool."""
+    parent_call: ParentCall | None = None
+    """For a sub-agent run: the parent run's call that started it (None for any other run)."""
 
 
 class StepStarted(_Fact):
@@ -225,6 +229,8 @@ class ToolExecuted(_Fact):
     observation: str
     success: bool
     error_type: str | None = None
+    usage: TokenUsage | None = None
+    """Tokens the call spent that count into this run's usage (a sub-agent sharing the budget)."""
 
 
 class ObservationCommitted(_Fact):

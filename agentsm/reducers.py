@@ -198,7 +198,10 @@ def _(fact: f.ToolExecuted, memory: AgentMemory) -> AgentMemory:
         call=fact.call, observation=fact.observation, success=fact.success, index=position
     )
     started = tuple(i for i in memory.started if i != position)
-    return _evolve(memory, {"results": (*memory.results, result), "started": started})
+    update: dict[str, Any] = {"results": (*memory.results, result), "started": started}
+    if fact.usage is not None:  # a sub-agent's tokens, counted into the parent's budget
+        update["total_usage"] = memory.total_usage + fact.usage
+    return _evolve(memory, update)
 
 
 @_reduce.register

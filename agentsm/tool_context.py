@@ -29,6 +29,8 @@ class ToolContext:
     step: int = 0
     position: int = 0
     idempotency_key: str = ""
+    seq: int = 0
+    """The seq of the call's start (`ToolCallStarted`) in the run's log (0: not known)."""
 
     def __post_init__(self) -> None:
         if not self.idempotency_key:

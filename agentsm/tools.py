@@ -24,7 +24,7 @@ from .errors import BuildError
 from .frozen import thaw
 from .schema import schema_errors
 from .tool_context import ToolContext, _current
-from .types import ToolSchema
+from .types import TokenUsage, ToolSchema
 
 __all__ = ["Tool", "ToolContext", "ToolOutcome", "ToolRegistry", "tool"]
 
@@ -43,6 +43,8 @@ class ToolOutcome:
     success: bool
     error_type: str | None = None
     known: bool = True
+    usage: TokenUsage | None = None
+    """Tokens the call spent that count into the run's usage (a sub-agent sharing the budget)."""
 
     @classmethod
     def ok(cls, result: Any) -> ToolOutcome:
@@ -315,6 +317,8 @@ class ToolRegistry:
             raise value
         if kind == "error":  # failure is data: the LLM reads it
             return ToolOutcome.failed(type(value).__name__, str(value))
+        if isinstance(value, ToolOutcome):  # a tool that phrases its own outcome (a sub-agent)
+            return value
         return ToolOutcome.ok(value)
 
     def execute(

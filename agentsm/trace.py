@@ -200,10 +200,12 @@ def summarize(fact: Fact) -> str:
     match fact:
         case f.RunStarted():
             skills = f" skills={len(fact.skills)}" if fact.skills else ""
-            return (
+            text = (
                 f"task={_short(fact.task, 50)!r} type={fact.task_type} tools={len(fact.tools)}"
                 f"{skills}"
             )
+            link = fact.parent_call
+            return text if link is None else f"sub-agent of {link.run_id}@{link.seq} {text}"
         case f.StepStarted():
             return f"step {fact.step}"
         case f.LlmRequested():
@@ -231,7 +233,8 @@ def summarize(fact: Fact) -> str:
         case f.ToolCallStarted():
             return f"{fact.call.name}({_short(fact.call.args, 40)})"
         case f.ToolExecuted():
-            return f"{fact.call.name} -> {_short(fact.observation)}"
+            usage = f" tokens={fact.usage.total_tokens}" if fact.usage is not None else ""
+            return f"{fact.call.name} -> {_short(fact.observation)}{usage}"
         case f.ObservationCommitted():
             return f"{len(fact.entries)} entries"
         case f.HistoryCompressed():

@@ -15,6 +15,7 @@ __all__ = [
     "ApprovalRequest",
     "HistoryEntry",
     "LlmResponse",
+    "ParentCall",
     "State",
     "TokenBudget",
     "TokenUsage",
@@ -274,3 +275,19 @@ class AgentConfig(_Frozen):
     def model_for(self, task_type: str) -> str:
         """`models[task_type]`, else `models["default"]`, else "" (the caller's own default)."""
         return self.models.get(task_type, self.models.get("default", ""))
+
+
+class ParentCall(_Frozen):
+    """Where a sub-agent run comes from: the parent run and the call of it that started the
+    child (the seq of the call's first start in the parent's log, its planning step and its
+    position among that step's calls, and the sub-agent tool's name)."""
+
+    run_id: str
+    seq: int
+    step: int
+    position: int
+    tool: str
+
+    def __repr__(self) -> str:
+        where = f"step={self.step}, position={self.position}"
+        return f"ParentCall({self.run_id}@{self.seq}, {self.tool!r}, {where})"

@@ -200,12 +200,18 @@ class PostgresEventStore:
         since: float | None = None,
         limit: int | None = None,
         newest_first: bool = False,
+        parents: Sequence[str] | None = None,
     ) -> list[RunRecord]:
         """The runs of the catalog that pass every filter given, oldest first (or newest first):
         `task` is a case-insensitive substring, `since` an epoch time the last fact is at or
-        after."""
+        after, `parents` the ids one of which is the run's parent."""
         where: list[str] = []
         args: list[Any] = []
+        if parents is not None:
+            if not parents:
+                return []
+            where.append("parent_id = ANY(%s)")
+            args.append(list(parents))
         for column, value in (("status", status), ("model", model)):
             if value is not None:
                 where.append(f"{column} = %s")

@@ -98,6 +98,7 @@ class EventStore(Protocol):
         since: float | None = None,
         limit: int | None = None,
         newest_first: bool = False,
+        parents: Sequence[str] | None = None,
     ) -> list[RunRecord]: ...
 
     def resolve(self, run_id_or_prefix: str) -> str: ...

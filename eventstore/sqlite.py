@@ -314,12 +314,19 @@ class SQLiteEventStore:
         since: float | None = None,
         limit: int | None = None,
         newest_first: bool = False,
+        parents: Sequence[str] | None = None,
     ) -> list[RunRecord]:
         """The runs of the catalog, oldest first (newest first with `newest_first`), filtered by
-        exact `status` and `model`, a case-insensitive substring of the `task`, and a last fact
-        at or after the epoch time `since`; at most `limit` of them. Never reads the facts."""
+        exact `status` and `model`, a case-insensitive substring of the `task`, a last fact
+        at or after the epoch time `since`, and a parent among `parents` (through the parent
+        index); at most `limit` of them. Never reads the facts."""
         where: list[str] = []
         args: list[Any] = []
+        if parents is not None:
+            if not parents:
+                return []
+            where.append(f"parent_id IN ({', '.join('?' * len(parents))})")
+            args.extend(parents)
         if status is not None:
             where.append("status = ?")
             args.append(status)

@@ -28,7 +28,7 @@ from .branchnotes import UnusedChange, unused_changes
 from .effects import RecordedDecisions, RecordedLlm, RecordedTools, RecordedValues
 from .errors import ReplayError
 from .recording import Recording
-from .source import Builder, StoreLike, open_store, recorded_builder
+from .source import Builder, StoreLike, agent_of, open_store, recorded_builder
 
 __all__ = ["Branch", "branch_run", "judged", "start_branch"]
 
@@ -132,7 +132,7 @@ def start_branch(
         )
     point = parent.branch_point(at)
     agent = (
-        builder(parent.definition.task)
+        agent_of(store, parent.definition, builder)(parent.definition.task)
         if builder is not None
         else recorded_builder(parent.definition)
     )

@@ -77,10 +77,19 @@ def _replay_line(report: ReplayReport, details: bool) -> str:
     return text
 
 
+def _family_lines(report: ReplayReport, depth: int = 0) -> str:
+    """The replay of a run and, below it, those of its sub-agent runs, indented."""
+    line = _replay_line(report, details=True)
+    if depth:
+        line = "\n".join("  " * depth + part for part in f"└ sub-agent {line}".splitlines())
+    return "\n".join([line, *(_family_lines(c, depth + 1) for c in report.children)])
+
+
 @click.command(
     epilog=example(
         "agentsm replay 3f2a",
         "agentsm replay --all --builder myagent:make_agent",
+        "agentsm replay 3f2a --children --builder myagent:make_agent",
     )
 )
 @click.argument("run", required=False)
@@ -88,20 +97,26 @@ def _replay_line(report: ReplayReport, details: bool) -> str:
 @click.option(
     "--execute-tools", is_flag=True, help="run the tools again instead of serving recorded results"
 )
+@click.option(
+    "--children", is_flag=True, help="replay the run's sub-agent runs too, each on its own"
+)
 @builder_option
 @common
-def replay(run: str | None, every: bool, execute_tools: bool, builder: str | None) -> None:
+def replay(
+    run: str | None, every: bool, execute_tools: bool, children: bool, builder: str | None
+) -> None:
     """Replay runs against their recording: identical, or a changed definition and the first
     divergence in behaviour. Runs that only your agent can replay (custom states, handlers,
-    redaction hooks) are named apart. Exit 0 identical, 1 changed, 2 a run failed or needs
-    --builder."""
+    redaction hooks) are named apart. A sub-agent's answer is served from the parent's log;
+    --children replays the sub-agent runs too and reports each. Exit 0 identical, 1 changed,
+    2 a run failed or needs --builder."""
     store = open_log()
     make = get_builder(builder)
     if not every and not run:
         raise UsageError("replay needs a RUN id, or --all to replay every run of the log.")
     if not every:
-        report = replay_run(store, run or "", make, execute_tools=execute_tools)
-        click.echo(_replay_line(report, details=True))
+        report = replay_run(store, run or "", make, execute_tools=execute_tools, children=children)
+        click.echo(_family_lines(report))
         sys.exit(0 if report.identical else 1)
     counts = dict.fromkeys(("identical", "changed", "diverged", "needs", "failed"), 0)
     runs = [r.run_id for r in store.runs()]

@@ -12,6 +12,7 @@ from typing import Any
 import click
 
 from agentsm import facts as f
+from agentsm.subagent import subagent_of
 from agentsm.trace import TRACE_COLUMNS
 from eventstore import SQLiteEventStore, open_store
 from eventstore.pg_url import is_postgres_url
@@ -90,7 +91,13 @@ def show(
         status = status_cell(r.shown_status)
         head = out(f"run {r.run_id}", "bold") + "  " + out(status.text, status.style)
         click.echo(f"{head}  task: {printable(r.task)}")
-        if r.parent_id and not r.info.get("judgement"):
+        tool = subagent_of(r)
+        if tool is not None:
+            click.echo(
+                f"sub-agent run ({printable(tool)}) of {printable(r.parent_id or '')}, started "
+                f"by its call at seq {r.branch_seq}"
+            )
+        elif r.parent_id and not r.info.get("judgement"):
             click.echo(f"branched from {printable(r.parent_id)} at seq {r.branch_seq}")
         for line in judgement_lines(store, r):
             click.echo(printable(line))
@@ -324,7 +331,8 @@ def timeline(run: str, out_file: str) -> None:
 @click.option("--out", "out_file", required=True, metavar="FILE", help=".svg or .png")
 @common
 def family(run: str, out_file: str) -> None:
-    """A run's branch family as a tree, each run labelled with its answer or error."""
+    """A run's family as a tree (its branches, and its sub-agent runs on dashed edges), each
+    run labelled with its answer or error."""
     from agentsm.pictures import family_tree
 
     store = open_log()

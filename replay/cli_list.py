@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from agentsm.subagent import subagent_of
 from agentsm.tables import Column
 from agentsm.trace import decode
 from eventstore import EventStore, RunRecord, Searchable
@@ -78,6 +79,13 @@ def select(
     return list(reversed(found[:limit] if limit is not None else found))
 
 
+def _parent_cell(r: RunRecord, tool: str | None) -> str:
+    """Where the run comes from: `PARENT@SEQ` for a branch, and the tool for a sub-agent."""
+    if not r.parent_id:
+        return ""
+    return f"{r.parent_id}@{r.branch_seq}" + (f" sub-agent {tool}" if tool else "")
+
+
 def _tree(records: list[RunRecord]) -> list[tuple[RunRecord, int]]:
     by_id = {r.run_id: r for r in records}
     children: dict[str | None, list[RunRecord]] = {}
@@ -122,10 +130,12 @@ RUN_KEYS = (
     "updated_at",
     "parent_id",
     "branch_seq",
+    "subagent",
     "answer",
     "error",
 )
-"""The fields of a run in `runs --json` and `--csv`."""
+"""The fields of a run in `runs --json` and `--csv` (`subagent`: the sub-agent tool whose call
+at `parent_id`@`branch_seq` started the run; None for a branch or a root)."""
 
 
 def run_record(r: RunRecord) -> dict[str, Any]:
@@ -144,6 +154,7 @@ def run_record(r: RunRecord) -> dict[str, Any]:
         "updated_at": r.updated_at,
         "parent_id": r.parent_id,
         "branch_seq": r.branch_seq,
+        "subagent": subagent_of(r),
         "answer": s.answer,
         "error": s.error,
     }
@@ -163,7 +174,9 @@ def run_record(r: RunRecord) -> dict[str, Any]:
 )
 @click.option("--task", metavar="TEXT", help="task contains TEXT (any case)")
 @click.option("--model", metavar="MODEL", help="only runs of this model")
-@click.option("--tree", is_flag=True, help="show branch families as a tree")
+@click.option(
+    "--tree", is_flag=True, help="show families as a tree (└ a branch, ↳ a sub-agent run)"
+)
 @format_options
 @common
 def runs(
@@ -195,10 +208,14 @@ def runs(
     notes = family_notes(store, records) if tree else {}  # best of N: the pick marked
     for r, depth in placed:
         s = r.summary
+        tool = subagent_of(r)
         listing.add(
             run_record(r),
             [
-                "  " * depth + ("└ " if depth else "") + r.run_id + _star(notes, r.run_id),
+                "  " * depth
+                + (("↳ " if tool else "└ ") if depth else "")
+                + r.run_id
+                + _star(notes, r.run_id),
                 r.task,
                 status_cell(r.shown_status),
                 str(s.steps),
@@ -207,7 +224,7 @@ def runs(
                 s.model or "",
                 when(r.created_at),
                 f"{r.updated_at - r.created_at:.2f}s" if r.updated_at >= r.created_at else "",
-                f"{r.parent_id}@{r.branch_seq}" if r.parent_id else "",
+                _parent_cell(r, tool),
                 _said(notes, r),
             ],
         )

@@ -90,7 +90,9 @@ class Recording:
         without a result never reported (the process stopped, or the call was abandoned after
         its timeout): its outcome is None, and a replay stops there too, keeping the batch's
         other results, and goes on as the recorded run did (run again if idempotent, else a
-        human is asked whether it took effect)."""
+        human is asked whether it took effect). A start the run asked a human about right
+        after its block (a sub-agent that waited, a call abandoned at its timeout) is served
+        as an unknown outcome, which leads to the same question without a stop."""
         facts = [e.fact for e in self.entries]
         effects: list[ToolEffect] = []
         pinned = False
@@ -117,9 +119,14 @@ class Recording:
                     s -= 1
                 if s < 0:
                     break
-                outcomes[s] = ToolOutcome(x.observation, x.success, x.error_type)
+                outcomes[s] = ToolOutcome(x.observation, x.success, x.error_type, usage=x.usage)
                 paired[s] = True
                 s -= 1
+            asked = facts[k] if k < len(facts) else None
+            if isinstance(asked, f.ApprovalRequested) and asked.reason == "outcome_unknown":
+                for n, call in enumerate(calls):
+                    if outcomes[n] is None and call.id in asked.call_ids:
+                        outcomes[n] = ToolOutcome.unknown("OutcomeUnknown", "it never reported")
             for n, call in enumerate(calls):
                 effects.append(ToolEffect(self.entries[i + n].seq, call, outcomes[n], pinned))
                 pinned = pinned and not paired[n]

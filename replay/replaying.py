@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from agentsm import AgentEngine, AgentFailed, EngineError, HumanInputRequired
+import dataclasses
+
+from agentsm import AgentBuilder, AgentEngine, AgentFailed, EngineError, HumanInputRequired
 from agentsm import facts as f
 from agentsm._sync import run_sync
 from agentsm.facts import FACTS
 from agentsm.llm.base import llm_settings
+from agentsm.subagent import SubAgentTool, children_of
 from agentsm.trace import TraceEntry, read_events
-from eventstore import EventStore, SQLiteEventStore
+from eventstore import EventStore, RunRecord, SQLiteEventStore, UnknownRun
 
 from .branching import judged
 from .effects import (
@@ -28,7 +31,12 @@ __all__ = ["assert_replays", "replay_run"]
 
 
 def replay_run(
-    db: StoreLike, run_id: str, builder: Builder | None = None, *, execute_tools: bool = False
+    db: StoreLike,
+    run_id: str,
+    builder: Builder | None = None,
+    *,
+    execute_tools: bool = False,
+    children: bool = False,
 ) -> ReplayReport:
     """Re-run `run_id` with the current agent (`builder(task)`, or the recorded definition)
     against its recorded LLM responses, tool results and human decisions, in a scratch store,
@@ -41,8 +49,39 @@ def replay_run(
     whatever order the calls were decided); a mismatch stops the replay at a divergence.
     `execute_tools` runs the tools instead of serving their results (except results a branch
     set, and runs the recorded process died in, which stop the replay there as they did).
-    A best-of judgement replays as `replay_judgement` (its recorded verdict served back)."""
+    A best-of judgement replays as `replay_judgement` (its recorded verdict served back).
+
+    A sub-agent call is a tool run like any other: its recorded answer is served and no child
+    runs. `children` replays the run's sub-agent runs too (and theirs), each against its own
+    recording with the child agent the builder's sub-agent tool makes (or its recorded
+    definition, without a builder); their reports are the report's `children`. A sub-agent
+    run replayed on its own with its parent's builder replays with that child agent too."""
     store = open_store(db)
+    return _replay(store, run_id, _agent_for(store, run_id, builder), execute_tools, children)
+
+
+def _agent_for(store: EventStore, run_id: str, builder: Builder | None) -> Builder | None:
+    """`builder`, or, for a sub-agent run given its parent's builder, the child agent that the
+    parent's sub-agent tool makes (with what the recording fixed when the child started)."""
+    if builder is None:
+        return None
+    link = Recording.load(store, run_id, upto=1).definition.parent_call
+    if link is None:
+        return builder
+    try:
+        parent_task = Recording.load(store, link.run_id, upto=1).definition.task
+    except (UnknownRun, ValueError):
+        return builder  # the parent is not in this log
+    return _child_builder(builder(parent_task), store, run_id) or builder
+
+
+def _replay(
+    store: EventStore,
+    run_id: str,
+    builder: Builder | None,
+    execute_tools: bool,
+    children: bool,
+) -> ReplayReport:
     recording = Recording.load(store, run_id)
     if judged(recording):  # a best-of judgement: its judge asked again, its answer served
         return replay_judgement(store, recording.run_id)
@@ -87,7 +126,45 @@ def replay_run(
     replayed = _replayed(scratch, recording)
     if not recording.finished:
         replayed = replayed[: len(recording.entries)]  # the recording says nothing past its end
-    return compare_runs(recording.run_id, recording.entries, replayed)
+    report = compare_runs(recording.run_id, recording.entries, replayed)
+    if not children:
+        return report
+    family = tuple(
+        _replay(
+            store,
+            child.run_id,
+            _child_builder(agent, store, child.run_id) if builder is not None else None,
+            execute_tools,
+            True,
+        )
+        for child in sorted(children_of(store, [recording.run_id]), key=_call_seq)
+    )
+    return dataclasses.replace(report, children=family)
+
+
+def _call_seq(record: RunRecord) -> tuple[int, float]:
+    return record.branch_seq or 0, record.created_at
+
+
+def _child_builder(parent: AgentBuilder, store: EventStore, child_id: str) -> Builder | None:
+    """The child agent of a recorded sub-agent run, as the parent's sub-agent tool makes it
+    today, with what the recording fixed when it started (its link to the parent's call, and
+    the shared budget, which depended on the parent's usage then). None when the parent agent
+    has no such sub-agent tool any more: the child replays with its recorded definition."""
+    definition = Recording.load(store, child_id, upto=1).definition
+    link = definition.parent_call
+    made = parent.tools.get(link.tool) if link is not None else None
+    if not isinstance(made, SubAgentTool):
+        return None
+    tool = made
+
+    def build(task: str) -> AgentBuilder:
+        child = tool.builder_for(task).parent_call(link)
+        if tool.share_budget and definition.budget is not None:
+            child.budget(definition.budget)
+        return child
+
+    return build
 
 
 def _replayed(scratch: EventStore, recording: Recording) -> list[TraceEntry]:
@@ -134,10 +211,15 @@ def _drive(engine: AgentEngine, notes: list[TraceEntry]) -> None:
 
 
 def assert_replays(
-    db: StoreLike, run_id: str, builder: Builder | None = None, *, execute_tools: bool = False
+    db: StoreLike,
+    run_id: str,
+    builder: Builder | None = None,
+    *,
+    execute_tools: bool = False,
+    children: bool = False,
 ) -> ReplayReport:
     """For tests: replay a recorded run and fail with the divergence report if it differs."""
-    report = replay_run(db, run_id, builder, execute_tools=execute_tools)
+    report = replay_run(db, run_id, builder, execute_tools=execute_tools, children=children)
     if not report.identical:
         raise AssertionError(str(report))
     return report

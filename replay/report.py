@@ -143,22 +143,35 @@ class ReplayReport:
     compared: int
     divergence: Divergence | None
     definition_change: Divergence | None = None
+    children: tuple[ReplayReport, ...] = ()
+    """The replays of the run's sub-agent runs, when they were asked for (`children=True`)."""
 
     @property
     def identical(self) -> bool:
-        """True when every recorded fact was produced again, in order, and nothing more."""
-        return self.divergence is None and self.definition_change is None
+        """True when every recorded fact was produced again, in order, and nothing more (in
+        the sub-agent runs replayed with it too)."""
+        return (
+            self.divergence is None
+            and self.definition_change is None
+            and all(c.identical for c in self.children)
+        )
 
     @property
     def same_behaviour(self) -> bool:
-        """True when, the definition aside, every fact was produced again."""
-        return self.divergence is None
+        """True when, the definition aside, every fact was produced again (children too)."""
+        return self.divergence is None and all(c.same_behaviour for c in self.children)
 
     def __bool__(self) -> bool:
         return self.identical
 
     def __str__(self) -> str:
-        if self.identical:
+        text = self._own()
+        for child in self.children:
+            text += "\n" + "\n".join("  " + line for line in f"sub-agent {child}".splitlines())
+        return text
+
+    def _own(self) -> str:
+        if self.divergence is None and self.definition_change is None:
             return f"run {self.run_id}: identical ({self.compared} facts compared)"
         lines = [f"run {self.run_id}: " + ("diverged" if self.divergence else "same behaviour")]
         if self.definition_change is not None:
@@ -177,7 +190,8 @@ class ReplayReport:
         if self.divergence is not None:
             parts.append(f"diverged at seq {self.divergence.seq}")
         where = ", ".join(parts) or "identical"
-        return f"ReplayReport(run_id={self.run_id!r}, {where}, compared={self.compared})"
+        family = f", children={len(self.children)}" if self.children else ""
+        return f"ReplayReport(run_id={self.run_id!r}, {where}, compared={self.compared}{family})"
 
 
 def compare_runs(

@@ -19,7 +19,7 @@ from eventstore import EventStore
 from .branching import judged
 from .errors import BestOfError
 from .recording import Recording
-from .source import Builder, StoreLike, open_store, resolve_run
+from .source import Builder, StoreLike, agent_of, open_store, resolve_run
 
 __all__ = ["Around", "continue_claimed", "decide", "pending_requests", "resume_run"]
 
@@ -66,7 +66,8 @@ def continue_claimed(
         return memory.final_answer or "[No answer produced]"
     if recording.finished:
         raise AgentFailed(memory.error or "Unknown error", recording.run_id)
-    engine = builder(recording.definition.task).store(store).attach(recording.run_id)
+    agent = agent_of(store, recording.definition, builder)
+    engine = agent(recording.definition.task).store(store).attach(recording.run_id)
     with around(engine) if around is not None else nullcontext():
         return engine.run()
 

@@ -15,13 +15,16 @@ from agentsm import AgentBuilder, BuildError, State
 from agentsm.catalog import backfill
 from agentsm.facts import RunStarted
 from agentsm.skills import SkillSet
-from eventstore import EventStore, SQLiteEventStore
+from agentsm.subagent import SubAgentTool
+from agentsm.trace import decode
+from eventstore import EventStore, SQLiteEventStore, UnknownRun
 
 from .errors import BuilderRequired
 
 __all__ = [
     "Builder",
     "StoreLike",
+    "agent_of",
     "builder_needs",
     "can_write",
     "load_builder",
@@ -123,6 +126,24 @@ def _unavailable(name: str) -> Callable[[dict[str, Any]], Any]:
     return run
 
 
+def agent_of(store: EventStore, definition: RunStarted, builder: Builder) -> Builder:
+    """The agent that continues a run from its log: `builder`, or, for a sub-agent run given
+    its parent's builder (a worker's, `--builder` of the parent), the child agent that the
+    parent's sub-agent tool makes."""
+    link = definition.parent_call
+    if link is None:
+        return builder
+    try:
+        first = store.read(link.run_id, upto=1)
+    except UnknownRun:
+        first = []
+    parent = decode(first[0]) if first else None
+    if not isinstance(parent, RunStarted):
+        return builder  # the parent is not in this log
+    made = builder(parent.task).tools.get(link.tool)
+    return made.builder_for if isinstance(made, SubAgentTool) else builder
+
+
 def builder_needs(definition: RunStarted) -> list[str]:
     """What of a recorded agent lives only in the user's code, so that replaying or branching
     the run without the user's builder would run another agent."""
@@ -169,4 +190,4 @@ def recorded_builder(definition: RunStarted, run_id: str = "") -> AgentBuilder:
         builder.budget(definition.budget)
     if definition.skills:  # read_skill is served from the log: no skill files needed
         builder.skills(SkillSet.recorded(definition.skills))
-    return builder
+    return builder.parent_call(definition.parent_call)

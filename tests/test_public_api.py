@@ -44,6 +44,8 @@ CONTRACT = {
     "AgentFailed",
     "TokenUsage",
     "TokenBudget",
+    "ParentCall",
+    "SubAgentTool",
 }
 
 

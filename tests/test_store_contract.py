@@ -353,6 +353,31 @@ def test_runs_filters(store: EventStore) -> None:
     assert ids(runs(status="done", model="m2", task="paris", since=50.0)) == ["r2"]
 
 
+def test_runs_of_given_parents_through_the_parent_index(store: EventStore) -> None:
+    store.create_run("root", "t", created_at=1.0, events=[ev("A")])
+    store.create_run("other", "t", created_at=2.0, events=[ev("A")])
+    for i, parent in enumerate(["root", "other", "root", "root-1-0"]):
+        store.create_run(
+            f"root-1-{i}" if parent != "root-1-0" else "grandchild",
+            "another task",
+            parent_id=parent,
+            branch_seq=i + 1,
+            info={"subagent": {"parent": parent, "tool": "t"}},
+            created_at=10.0 + i,
+            events=[ev("A")],
+        )
+    ids = lambda found: [r.run_id for r in found]  # noqa: E731
+    assert ids(store.runs(parents=["root"])) == ["root-1-0", "root-1-2"]
+    assert ids(store.runs(parents=["root", "root-1-0"], newest_first=True)) == [
+        "grandchild",
+        "root-1-2",
+        "root-1-0",
+    ]
+    assert ids(store.runs(parents=["other"], status="created")) == ["root-1-1"]
+    assert store.runs(parents=[]) == [] and store.runs(parents=["nobody"]) == []
+    assert store.run("root-1-1").info == {"subagent": {"parent": "other", "tool": "t"}}
+
+
 def test_resolve_finds_a_run_by_its_id_or_a_unique_prefix(store: EventStore) -> None:
     needs(store, "resolve")
     resolve: Any = store.resolve  # type: ignore[attr-defined]

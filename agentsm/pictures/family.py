@@ -1,4 +1,5 @@
-"""A branch family: a run, the runs branched from it, and where each one parted."""
+"""A run family: a run, the runs branched from it and its sub-agent runs, and where each one
+parted from (or was started by) its parent."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from typing import Any
 
 from eventstore import EventStore, RunRecord, UnknownRun
 
+from ..subagent import subagent_of
 from ._mpl import figure
 
 __all__ = ["family_of", "family_tree"]
@@ -13,8 +15,9 @@ __all__ = ["family_of", "family_tree"]
 
 def family_of(store: EventStore, run_id: str) -> list[tuple[RunRecord, int]]:
     """The whole family of `run_id` (an id or a unique prefix) from its root, depth first, with
-    each run's depth. A branch keeps its parent's task, so the family is found among the runs
-    of that task (one query of the catalog) rather than in the whole catalog."""
+    each run's depth: the runs branched from a run and its sub-agent runs (`subagent_of` tells
+    them apart), each under its catalog parent. Found generation by generation through the
+    catalog's parent index (one query per generation), never by reading a log."""
     root = store.run(store.resolve(run_id))
     while root.parent_id:
         try:
@@ -22,9 +25,19 @@ def family_of(store: EventStore, run_id: str) -> list[tuple[RunRecord, int]]:
         except UnknownRun:  # a parent not in this log (an imported branch): the tree starts here
             break
     children: dict[str, list[RunRecord]] = {}
-    for r in store.runs(task=root.task):
-        if r.parent_id:
-            children.setdefault(r.parent_id, []).append(r)
+    generation = [root.run_id]
+    seen = {root.run_id}
+    while generation:
+        found = [
+            r
+            for at in range(0, len(generation), 500)  # a bounded list of ids per query
+            for r in store.runs(parents=generation[at : at + 500])
+            if r.run_id not in seen
+        ]
+        for r in found:
+            children.setdefault(r.parent_id or "", []).append(r)
+            seen.add(r.run_id)
+        generation = [r.run_id for r in found]
     out: list[tuple[RunRecord, int]] = []
 
     def walk(run: RunRecord, depth: int) -> None:
@@ -38,7 +51,8 @@ def family_of(store: EventStore, run_id: str) -> list[tuple[RunRecord, int]]:
 
 def family_tree(store: EventStore, run_id: str, labels: dict[str, str] | None = None) -> Any:
     """A matplotlib Figure of the family: one box per run (id, status, an optional label),
-    an edge per branch marked with the seq where it parted."""
+    an edge per branch marked with the seq where it parted, and a dashed edge per sub-agent
+    run marked with the tool and the seq of the call that started it."""
     family = family_of(store, run_id)
     fig = figure(10, 1.0 + 0.9 * len(family))
     ax = fig.add_subplot()
@@ -67,6 +81,7 @@ def family_tree(store: EventStore, run_id: str, labels: dict[str, str] | None = 
         )
         if run.parent_id and run.parent_id in rows:
             px, py = rows[run.parent_id]
+            tool = subagent_of(run)
             ax.annotate(
                 "",
                 xy=(x - 0.05, y),
@@ -75,7 +90,11 @@ def family_tree(store: EventStore, run_id: str, labels: dict[str, str] | None = 
                     "arrowstyle": "-|>",
                     "color": "#8d99ae",
                     "connectionstyle": "angle,angleA=-90,angleB=180",
+                    "linestyle": "--" if tool is not None else "-",
                 },
             )
-            ax.text(px + 0.4, y + 0.18, f"at seq {run.branch_seq}", fontsize=7, color="#6c757d")
+            edge = f"at seq {run.branch_seq}"
+            if tool is not None:
+                edge = f"sub-agent {tool}, call at seq {run.branch_seq}"
+            ax.text(px + 0.4, y + 0.18, edge, fontsize=7, color="#6c757d")
     return fig

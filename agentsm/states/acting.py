@@ -15,15 +15,17 @@ def _outcome(ctx: RunContext) -> str:
     return Event.ToolSuccess if ok else Event.ToolFailure
 
 
-def _interrupted(ctx: RunContext) -> bool:
+def _interrupted(ctx: RunContext, *, ran: bool = False) -> bool:
     """Calls that started and never reported (the process stopped, or the call timed out and
     was abandoned) and may not be re-run without a human: record the question and say so.
-    Idempotent tools are simply run again."""
+    Idempotent tools are simply run again, except right after they ran (`ran`): a call that
+    came back without a known outcome (a sub-agent waiting for a human) would only do the same
+    again, so a human is asked about it too."""
     calls = ctx.memory.planned_calls
     unsure = tuple(
         i
         for i in ctx.memory.interrupted()
-        if not getattr(ctx.tools.get(calls[i].name), "idempotent", False)
+        if ran or not getattr(ctx.tools.get(calls[i].name), "idempotent", False)
     )
     if unsure:
         ctx.record(f.ApprovalRequested.of(calls, unsure, reason="outcome_unknown"))
@@ -50,7 +52,7 @@ class ActingState:
         if _interrupted(ctx):
             return Event.ToolOutcomeUnknown
         await ctx.run_tools(ctx.memory.unfinished_calls(), concurrent=False)
-        if _interrupted(ctx):
+        if _interrupted(ctx, ran=True):
             return Event.ToolOutcomeUnknown
         return _outcome(ctx)
 
@@ -70,7 +72,7 @@ class ParallelActingState:
         if _interrupted(ctx):
             return Event.ToolOutcomeUnknown
         await ctx.run_tools(ctx.memory.unfinished_calls(), concurrent=True)
-        if _interrupted(ctx):
+        if _interrupted(ctx, ran=True):
             return Event.ToolOutcomeUnknown
         return _outcome(ctx) if ctx.memory.results else Event.ToolFailure
 

@@ -144,8 +144,8 @@ def conversation(viewer: ViewerDep, run: str, seq: Annotated[int, Query(ge=1)]) 
 
 @router.get("/runs/{run}/lineage")
 def lineage(viewer: ViewerDep, run: str) -> dict[str, Any]:
-    """The run's branch family from its root: each run with its depth, where it parted from
-    its parent (`branch_seq`) and what the branch changed."""
+    """The run's family from its root: each run with its depth, where it parted from its
+    parent (`branch_seq`), what the branch changed, and, for a sub-agent run, `subagent`."""
     return {"run_id": viewer.store.resolve(run), "family": views.lineage_of(viewer.store, run)}
 
 

@@ -14,6 +14,7 @@ from agentsm.pictures.diagram import path_of
 from agentsm.pictures.family import family_of
 from agentsm.pictures.layout import lay_out
 from agentsm.states.waiting import approval_requests
+from agentsm.subagent import subagent_of
 from agentsm.trace import TraceEntry
 from agentsm.types import TERMINAL_STATES
 from eventstore import EventStore
@@ -226,12 +227,13 @@ def timeline_of(entries: Sequence[TraceEntry]) -> dict[str, Any]:
 
 
 def lineage_of(store: EventStore, run_id: str) -> list[dict[str, Any]]:
-    """The run's branch family from its root, depth first: each run with its depth, the seq
-    of its parent where it parted and the changes its RunBranched fact names."""
+    """The run's family from its root, depth first: each run with its depth, the seq of its
+    parent where it parted (or, for a sub-agent run, `subagent`, the tool whose call at that
+    seq started it) and the changes its RunBranched fact names."""
     out = []
     for record, depth in family_of(store, run_id):
         changes: list[str] = []
-        if record.parent_id:
+        if record.parent_id and subagent_of(record) is None:
             upto = (record.branch_seq or 0) + 1  # RunBranched follows the parent's facts
             for e in Recording.load(store, record.run_id, upto=upto + 1).entries:
                 if isinstance(e.fact, f.RunBranched):

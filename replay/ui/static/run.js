@@ -199,15 +199,17 @@ function branchForm(view, seq) {
 }
 
 function renderLineage(view, lineage) {
-  clear(view.lineage).append(el("h2", { text: "Branch family" }));
+  clear(view.lineage).append(el("h2", { text: "Family: branches and sub-agents" }));
   const list = el("ul", { class: "tree", "data-testid": "lineage" });
   for (const r of lineage.family) {
     const here = r.run_id === view.runId;
     list.append(el("li", { style: `margin-left: ${r.depth * 1.6}em`, class: here ? "here" : "" },
-      r.depth ? "└ " : "",
+      r.depth ? (r.subagent ? "↳ " : "└ ") : "",
       el("a", { href: `#/run/${encodeURIComponent(r.run_id)}`, class: "mono", text: r.run_id }), " ", statusBadge(r.status),
-      r.parent_id ? el("span", { class: "muted", text: ` parted at seq ${r.branch_seq}${r.changes.length ? ", changed " + r.changes.join(", ") : ""} ` }) : " ",
-      r.parent_id ? el("a", { href: `#/diff/${encodeURIComponent(r.parent_id)}/${encodeURIComponent(r.run_id)}`, text: "diff" }) : null,
+      r.subagent ? el("span", { class: "badge", "data-testid": "subagent", text: `sub-agent ${r.subagent}` }) : null,
+      r.subagent ? el("span", { class: "muted", text: ` started by the call at seq ${r.branch_seq} ` })
+        : r.parent_id ? el("span", { class: "muted", text: ` parted at seq ${r.branch_seq}${r.changes.length ? ", changed " + r.changes.join(", ") : ""} ` }) : " ",
+      r.parent_id && !r.subagent ? el("a", { href: `#/diff/${encodeURIComponent(r.parent_id)}/${encodeURIComponent(r.run_id)}`, text: "diff" }) : null,
       el("span", { class: "muted", text: ` ${r.answer || r.error || ""}` })));
   }
   view.lineage.append(list);

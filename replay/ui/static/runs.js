@@ -63,7 +63,8 @@ function runsTable(runs) {
       el("td", { class: "num", text: r.input_tokens + r.output_tokens }),
       el("td", { text: r.model || "" }),
       el("td", { text: when(r.created_at) }),
-      el("td", {}, r.parent_id ? el("a", { href: `#/run/${encodeURIComponent(r.parent_id)}`, class: "mono", text: `${r.parent_id}@${r.branch_seq}` }) : ""),
+      el("td", {}, r.parent_id ? el("a", { href: `#/run/${encodeURIComponent(r.parent_id)}`, class: "mono", text: `${r.parent_id}@${r.branch_seq}` }) : "",
+        r.subagent ? el("span", { class: "muted", text: ` sub-agent ${r.subagent}` }) : null),
       el("td", { class: r.error ? "wide error" : "wide", text: r.answer || (r.error ? `error: ${r.error}` : "") }),
     ));
   }
