@@ -7,6 +7,7 @@ memory is rebuilt.
 
 from .builder import AgentBuilder
 from .context import SUSPEND, RunContext
+from .custom import CustomFact
 from .engine import AgentEngine
 from .errors import (
     AgentError,
@@ -26,6 +27,7 @@ from .errors import (
     UnrecordableFact,
 )
 from .events import Event
+from .facts import UnknownFact
 from .frozen import FrozenDict, FrozenList, thaw
 from .history import History
 from .llm import LlmCaller, MockLlmCaller
@@ -73,6 +75,7 @@ __all__ = [
     "ApprovalNeeded",
     "ApprovalRequest",
     "BuildError",
+    "CustomFact",
     "EngineBusy",
     "EngineError",
     "Event",
@@ -112,6 +115,7 @@ __all__ = [
     "TraceEntry",
     "TransitionTable",
     "TransitionTaken",
+    "UnknownFact",
     "UnreadableFact",
     "UnrecordableFact",
     "apply",

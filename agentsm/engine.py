@@ -16,6 +16,7 @@ from . import facts as f
 from ._sync import run_sync
 from .codec import clean_text
 from .context import ApprovalCallback, RunContext, Suspend, ToolRunner, ValueSource
+from .custom import handler_records
 from .errors import (
     AgentFailed,
     EngineBusy,
@@ -80,6 +81,13 @@ class AgentEngine:
         self.llm = llm
         self.table = table
         self.handlers = dict(handlers)
+        self.records: dict[str, frozenset[str]] = {
+            state: kinds
+            for state, handler in self.handlers.items()
+            if (kinds := handler_records(handler)) is not None
+        }
+        """The facts each state's handler declares it may record (`records`), for the states
+        that declare them: the ownership rules of custom states and the user's own facts."""
         self.approval = approval
         self.definition = definition
         self._clock = clock
@@ -88,7 +96,13 @@ class AgentEngine:
         self._patches = patches
         self._values = values
         self._recorder = Recorder(
-            store, self.run_id, initial_memory(definition), 0, clock, redactor=redactor
+            store,
+            self.run_id,
+            initial_memory(definition),
+            0,
+            clock,
+            redactor=redactor,
+            records=self.records,
         )
         self._state: str = State.Idle
         self._transitions = 0
@@ -135,7 +149,9 @@ class AgentEngine:
             values=values,
         )
         memory, state = fold_with_state(facts)
-        engine._recorder = Recorder(store, run_id, memory, stored[-1].seq, clock, redactor=redactor)
+        engine._recorder = Recorder(
+            store, run_id, memory, stored[-1].seq, clock, redactor=redactor, records=engine.records
+        )
         engine._state = state
         engine._transitions = sum(isinstance(x, f.Transitioned) for x in facts)
         engine._created = True

@@ -15,7 +15,7 @@ from typing import Annotated, Any, ClassVar, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from .codec import FactCodec
+from .codec import FactCodec, UnknownFact
 from .frozen import JsonObject
 from .types import (
     AgentConfig,
@@ -56,6 +56,7 @@ __all__ = [
     "ToolExecuted",
     "ToolsRejected",
     "Transitioned",
+    "UnknownFact",
     "ValueDrawn",
 ]
 
@@ -88,6 +89,11 @@ class RunStarted(_Fact):
     redactions: tuple[str, ...] = ()
     llm: dict[str, Any] = Field(default_factory=dict)
     """The LLM caller's request settings (provider, temperature, seed, ...), if it has any."""
+    custom_facts: JsonObject | None = None
+    """The user's own fact kinds the agent registered, each with the part of memory it folds
+    into (`AgentBuilder.fact`); None when it registered none."""
+    parts: JsonObject | None = None
+    """The initial value of each user-declared part of memory, by name."""
 
 
 class StepStarted(_Fact):

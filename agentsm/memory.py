@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, field_serializer
 
 from . import facts as f
-from .frozen import thaw
+from .custom import part_value
+from .frozen import FrozenDict, JsonObject, thaw
 from .history import History
 from .types import (
     AgentConfig,
@@ -74,6 +75,20 @@ class AgentMemory(BaseModel):
     blacklisted_tools: frozenset[str] = frozenset()
     approval_required: frozenset[str] = frozenset()
     patches: frozenset[str] = frozenset()
+    parts: JsonObject = FrozenDict()
+    """The user-declared parts of memory (`AgentBuilder.fact`), by name: read-only JSON values
+    (arrays as tuples) that only the reducers of the user's own facts change."""
+
+    def part(self, name: str) -> Any:
+        """The value of the user-declared part `name` (see `AgentBuilder.fact`)."""
+        try:
+            return self.parts[name]
+        except KeyError:
+            known = ", ".join(map(repr, sorted(self.parts))) or "none"
+            raise KeyError(
+                f"This run has no part {name!r} (its parts: {known}); declare it by registering "
+                f"a fact with AgentBuilder.fact(..., part={name!r}, initial=...)."
+            ) from None
 
     @field_serializer("blacklisted_tools", "approval_required", "patches", when_used="json")
     def _sorted(self, names: frozenset[str]) -> list[str]:
@@ -255,6 +270,7 @@ def initial_memory(fact: f.RunStarted) -> AgentMemory:
         budget=fact.budget,
         blacklisted_tools=frozenset(fact.blacklisted_tools),
         approval_required=frozenset(fact.approval_required),
+        parts=FrozenDict({k: part_value(v) for k, v in (fact.parts or {}).items()}),
     )
 
 

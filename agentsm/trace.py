@@ -46,10 +46,16 @@ def read_events(
 
 
 def decode(event: StoredEvent) -> Fact:
-    """The fact stored in one event of the log, at the current version of its kind;
-    `UnreadableFact` (or `FactVersionTooNew`) names the run, seq and kind it cannot decode."""
+    """The fact stored in one event of the log, at the current version of its kind (a user's
+    own fact whose type this process does not register: an `UnknownFact`); `UnreadableFact`
+    (or `FactVersionTooNew`) names the run, seq and kind it cannot decode."""
     fact: Fact = FACTS.decode(
-        event.payload, event.kind, event.version, run_id=event.run_id, seq=event.seq
+        event.payload,
+        event.kind,
+        event.version,
+        run_id=event.run_id,
+        seq=event.seq,
+        custom=event.meta.get("custom") is True,
     )
     return fact
 
@@ -253,4 +259,16 @@ def summarize(fact: Fact) -> str:
             return f"{fact.source} = {fact.value!r}"
         case f.RunAborted():
             return f"{fact.error_type}: {_short(fact.message, 80)}"
-    return ""  # pragma: no cover
+        case f.UnknownFact():
+            return f"(type not registered here) {_fields(fact.payload)}"
+    return _fields(fact.model_dump(mode="json", exclude={"kind"}))  # a user's own fact
+
+
+def _fields(data: dict[str, Any]) -> str:
+    """A user's fact in one line: its fields as name=value."""
+    shown = (
+        f"{k}={_short(v, 40)!r}" if isinstance(v, str) else f"{k}={_short(v, 40)}"
+        for k, v in data.items()
+        if k != "kind"
+    )
+    return " ".join(shown)
