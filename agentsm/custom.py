@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, PydanticUndefinedAnnotation
 
 from .errors import BuildError, UnrecordableFact
 from .facts import FACTS
@@ -94,6 +94,15 @@ def kind_of(model: Any) -> str:
             'agentsm.CustomFact with kind: Literal["MyFact"] = "MyFact".'
         )
     name = model.__name__
+    if not model.__pydantic_complete__:
+        try:
+            model.model_rebuild()
+        except PydanticUndefinedAnnotation as e:
+            raise BuildError(
+                f"The fact type {name} is not fully defined: {e.message}. Import what its "
+                "annotations name in its module (or call its model_rebuild()) before "
+                "registering it."
+            ) from None
     field = model.model_fields.get("kind")
     choices = get_args(field.annotation) if field is not None else ()
     if (
