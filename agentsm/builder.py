@@ -15,7 +15,15 @@ from eventstore import DURABILITY, Durability, EventStore, SQLiteEventStore, ope
 
 from . import facts as f
 from .context import ApprovalCallback, RunContext, Suspend, ToolRunner, ValueSource
-from .custom import Declaring, Reducer, declared_records, handler_records, register_fact
+from .custom import (
+    Declaring,
+    Reducer,
+    declared_records,
+    handler_records,
+    kind_of,
+    part_value,
+    register_fact,
+)
 from .engine import AgentEngine
 from .errors import BuildError
 from .llm.base import LlmCaller, llm_settings
@@ -250,15 +258,19 @@ class AgentBuilder:
         handler declares it (`records`) records it with `ctx.record(...)`, and
         `memory.part(part)` gives the folded value. The type becomes known to this process
         (decoded and upcast by every reader); see README "Your own facts"."""
-        registration = register_fact(fact_type, reducer, part=part, initial=initial)
-        start = registration.initial
+        new = kind_of(fact_type)
+        try:
+            start = part_value(initial)
+        except (TypeError, ValueError) as e:
+            raise BuildError(f"The initial value of part {part!r}: {e}.") from None
         for kind, (other, value) in self._facts.items():
-            if other == part and kind != registration.kind and value != start:
+            if other == part and kind != new and value != start:
                 raise BuildError(
                     f"The part {part!r} starts as {value!r} for {kind} but as {start!r} for "
-                    f"{registration.kind}; give the kinds of one part the same initial value."
+                    f"{new}; give the kinds of one part the same initial value."
                 )
-        self._facts[registration.kind] = (part, start)
+        register_fact(fact_type, reducer, part=part, initial=start)
+        self._facts[new] = (part, start)
         return self
 
     def run_id(self, run_id: str) -> AgentBuilder:

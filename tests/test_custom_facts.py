@@ -12,6 +12,7 @@ from typing import Any, ClassVar, Literal
 
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from agentsm import (
@@ -530,7 +531,7 @@ def test_the_kit_catches_an_impure_reducer() -> None:
     quick = settings(QUICK, phases=[Phase.explicit, Phase.generate], max_examples=60)
 
     @quick
-    @given(agent_runs(builder=leaky, behaviours=st_success()))
+    @given(agent_runs(builder=leaky, behaviours=st.just(ToolBehaviour("success", "ok"))))
     def prop(run: AgentRun) -> None:
         run.assert_invariants()
 
@@ -541,7 +542,19 @@ def test_the_kit_catches_an_impure_reducer() -> None:
         agent("restore the reducer")
 
 
-def st_success() -> Any:
-    from hypothesis import strategies as st
+def test_the_viewer_shows_a_users_fact(tmp_path: Path) -> None:
+    pytest.importorskip("fastapi", reason="the web viewer needs the ui extra")
+    from fastapi.testclient import TestClient
 
-    return st.just(ToolBehaviour("success", "ok"))
+    from replay.ui import Viewer, create_app
+
+    db = tmp_path / "runs.db"
+    record(db)
+    api = TestClient(create_app(Viewer(db)), base_url="http://127.0.0.1")
+    facts = api.get("/api/runs/r").json()["facts"]
+    raised = [x for x in facts if x["kind"] == "TicketRaised"]
+    assert [x["state"] for x in raised] == ["Filing", "Filing"]
+    title = "#1: SUCCESS: value of a"
+    assert raised[0]["fact"] == {"kind": "TicketRaised", "number": 1, "title": title}
+    memory = api.get("/api/runs/r/memory", params={"seq": raised[0]["seq"]}).json()
+    assert memory["memory"]["parts"]["tickets"] == [title]
