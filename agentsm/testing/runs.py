@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from eventstore import NewEvent, SQLiteEventStore
 
 from .. import facts as f
+from ..custom import CustomFact
 from ..engine import AgentEngine
 from ..errors import AgentFailed, EngineError, HumanInputRequired
 from ..facts import FACTS, OWNERS, Fact
@@ -34,7 +35,7 @@ class Observation:
 
     seq: int
     state: str
-    fact: Fact
+    fact: Fact | CustomFact
     memory: AgentMemory
 
 
