@@ -8,9 +8,9 @@ reader of a store in that process (Trace, replay, the fold) then decodes, upcast
 kind. A process without it (the CLI, the viewer) reads such a fact as an `UnknownFact` and
 leaves its part as it was.
 
-A part holds a read-only JSON value (text, numbers, booleans, None, arrays as tuples, objects as
-read-only dicts; frozen pydantic models too), so that memory stays frozen, comparable and cheap
-to copy.
+A part holds a read-only JSON value (text, numbers, booleans, None, arrays as tuples that also
+equal lists, objects as read-only dicts; frozen pydantic models too), so that memory stays
+frozen, comparable and cheap to copy.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, get_args, get_origin
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, PydanticUndefinedAnnotation
+from pydantic import AfterValidator, BaseModel, ConfigDict, PydanticUndefinedAnnotation
 
 from .errors import BuildError, UnrecordableFact
 from .facts import FACTS
@@ -34,6 +34,8 @@ if TYPE_CHECKING:
 __all__ = [
     "CustomFact",
     "FactRegistration",
+    "PartArray",
+    "Parts",
     "Reducer",
     "declared_records",
     "kind_of",
@@ -203,9 +205,37 @@ def _fold(fact: Any, memory: AgentMemory) -> AgentMemory:
     return _evolve(memory, {"parts": FrozenDict({**parts, name: after})})
 
 
+class PartArray(tuple[Any, ...]):
+    """An array in a part of memory: a tuple that also equals the list of the same items and
+    concatenates with lists, so that a reducer may write `part + [x]` as well as `part + (x,)`
+    whatever its initial value was."""
+
+    __slots__ = ()
+
+    def __add__(self, other: Any) -> Any:
+        if isinstance(other, list | tuple):
+            return PartArray((*self, *other))
+        return NotImplemented
+
+    def __radd__(self, other: Any) -> Any:
+        if isinstance(other, list | tuple):
+            return PartArray((*other, *self))
+        return NotImplemented
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, list):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+        return tuple.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    __hash__ = tuple.__hash__
+
+
 def part_value(value: Any, path: str = "the value") -> Any:
-    """`value` as a part of memory holds it: arrays as tuples, objects as read-only dicts (the
-    same object when it is so already). Raises TypeError or ValueError, naming where, for
+    """`value` as a part of memory holds it: arrays as `PartArray` tuples, objects as read-only
+    dicts (the same object when it is so already). Raises TypeError or ValueError, naming where, for
     anything JSON cannot hold (a set, NaN, a key that is not text, a model that is not frozen)."""
     if value is None or isinstance(value, bool | int | str):
         return value
@@ -215,9 +245,9 @@ def part_value(value: Any, path: str = "the value") -> Any:
         return value
     if isinstance(value, tuple | list):
         items = [part_value(v, f"{path}[{i}]") for i, v in enumerate(value)]
-        if isinstance(value, tuple) and all(a is b for a, b in zip(items, value, strict=True)):
+        if type(value) is PartArray and all(a is b for a, b in zip(items, value, strict=True)):
             return value
-        return tuple(items)
+        return PartArray(items)
     if isinstance(value, dict):
         for key in value:
             if not isinstance(key, str):
@@ -232,6 +262,14 @@ def part_value(value: Any, path: str = "the value") -> Any:
         f"{path} is a {type(value).__name__} ({value!r:.40}); a part holds text, numbers, "
         "booleans, None, tuples or lists, dicts with text keys, and frozen pydantic models"
     )
+
+
+def _frozen_parts(parts: dict[str, Any]) -> FrozenDict:
+    return FrozenDict({name: part_value(v, f"part {name!r}") for name, v in parts.items()})
+
+
+Parts = Annotated[dict[str, Any], AfterValidator(_frozen_parts)]
+"""Memory's parts field: each value as `part_value` makes it, in a read-only dict."""
 
 
 def declared_records(records: Iterable[Any]) -> frozenset[str]:

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, field_serializer
 
 from . import facts as f
-from .custom import part_value
-from .frozen import FrozenDict, JsonObject, thaw
+from .custom import Parts
+from .frozen import FrozenDict, thaw
 from .history import History
 from .types import (
     AgentConfig,
@@ -75,7 +75,7 @@ class AgentMemory(BaseModel):
     blacklisted_tools: frozenset[str] = frozenset()
     approval_required: frozenset[str] = frozenset()
     patches: frozenset[str] = frozenset()
-    parts: JsonObject = FrozenDict()
+    parts: Parts = FrozenDict()
     """The user-declared parts of memory (`AgentBuilder.fact`), by name: read-only JSON values
     (arrays as tuples) that only the reducers of the user's own facts change."""
 
@@ -270,7 +270,7 @@ def initial_memory(fact: f.RunStarted) -> AgentMemory:
         budget=fact.budget,
         blacklisted_tools=frozenset(fact.blacklisted_tools),
         approval_required=frozenset(fact.approval_required),
-        parts=FrozenDict({k: part_value(v) for k, v in (fact.parts or {}).items()}),
+        parts=fact.parts or FrozenDict(),
     )
 
 

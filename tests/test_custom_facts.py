@@ -70,8 +70,8 @@ def raise_ticket(tickets: tuple[str, ...], fact: TicketRaised) -> tuple[str, ...
     return (*tickets, fact.title)
 
 
-def mark(levels: tuple[str, ...], fact: PriorityMarked) -> tuple[str, ...]:
-    return (*levels, fact.level)
+def mark(levels: Any, fact: PriorityMarked) -> Any:
+    return levels + [fact.level]  # an array of a part concatenates with lists too
 
 
 class FilingState:
@@ -137,7 +137,8 @@ def test_a_custom_state_records_its_facts_and_they_fold_into_their_parts(tmp_pat
     db = tmp_path / "runs.db"
     memory = record(db)
     assert memory.part("tickets") == ("#1: SUCCESS: value of a", "#2: SUCCESS: value of b")
-    assert memory.part("levels") == ("low", "high")
+    levels = memory.part("levels")
+    assert levels == ("low", "high") and levels == ["low", "high"]  # a tuple, equal to a list
     assert json.loads(memory.model_dump_json())["parts"]["tickets"][1].startswith("#2")
     with pytest.raises(KeyError, match="no part 'nope'.*part='nope'"):
         memory.part("nope")
