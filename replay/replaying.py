@@ -47,6 +47,10 @@ def replay_run(
         if builder is not None
         else recorded_builder(definition, recording.run_id)
     )
+    if any(
+        isinstance(e.fact, f.UnknownFact) and e.event in FACTS.versions for e in recording.entries
+    ):
+        recording = Recording.load(store, run_id)  # the builder registered the user's facts
     scratch = SQLiteEventStore(":memory:")
     own = agent.llm_caller  # the user's LLM, if the builder sets one: its settings count
     settings = llm_settings(own) if own is not None else definition.llm

@@ -348,6 +348,10 @@ def test_the_cli_shows_a_users_fact_without_the_users_code(tmp_path: Path) -> No
         done = cli(*args)
         assert done.returncode == 0, done.stderr
     assert "TicketRaised" in cli("export", "r").stdout
+    # the builder registers the types when it is called, after the recording was first read
+    replayed = cli("replay", "r", "--builder", "tests.test_custom_facts:agent")
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+    assert "identical" in replayed.stdout
 
 
 # -- ownership and registration -----------------------------------------------------------------
