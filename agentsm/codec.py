@@ -9,7 +9,8 @@ surrogate cannot even be written), so decoding again would only repeat what the 
 
 Each kind of fact has a version (`version` on its class); `decode` turns an older version into
 the current one through the registered upcasters, and refuses a version newer than this code
-with `FactVersionTooNew`.
+with `FactVersionTooNew`. A user's own fact (its envelope says so) of a kind this process does
+not register decodes to an `UnknownFact` that keeps its kind, version and payload.
 """
 
 from __future__ import annotations

@@ -6,7 +6,8 @@ latencies, timestamps) are not facts: they live in the envelope, which replay do
 
 Each kind has a `version`. A change to a kind's fields raises its version and registers an
 upcaster from the old one on `FACTS` (`@FACTS.register("Kind", old_version)`), so that every
-log ever written stays readable.
+log ever written stays readable. Users add kinds of their own with `AgentBuilder.fact` (see
+`agentsm.custom`); a process that does not know a user's kind reads it as an `UnknownFact`.
 """
 
 from __future__ import annotations
@@ -383,4 +384,6 @@ OWNERS: dict[str, frozenset[str]] = {
 }
 """Which built-in state may record which fact. Transitioned, RunBranched and RunAborted are the
 engine's.
-Custom states (names outside `State`) are not restricted."""
+Custom states (names outside `State`) are not restricted, unless their handler declares
+`records`: then they record only what it lists. The user's own facts (`AgentBuilder.fact`) are
+recorded only by states whose handler declares them (see `agentsm.custom`)."""
