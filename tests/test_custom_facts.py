@@ -563,3 +563,15 @@ def test_the_viewer_shows_a_users_fact(tmp_path: Path) -> None:
     assert raised[0]["fact"] == {"kind": "TicketRaised", "number": 1, "title": title}
     memory = api.get("/api/runs/r/memory", params={"seq": raised[0]["seq"]}).json()
     assert memory["memory"]["parts"]["tickets"] == [title]
+
+
+def test_redaction_hooks_rewrite_the_users_facts_too(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    engine = agent("t").redact(r"value of \w").store(db).run_id("r").build()
+    assert engine.run() == LONG
+    titles = [
+        json.loads(e.payload)["title"]
+        for e in SQLiteEventStore(db).read("r")
+        if e.kind == "TicketRaised"
+    ]
+    assert titles == ["#1: SUCCESS: [REDACTED]", "#2: SUCCESS: [REDACTED]"]
