@@ -209,7 +209,8 @@ class AgentMemory(BaseModel):
         return (
             f"AgentMemory(task={self.task[:40]!r}, step={self.step}, "
             f"history={len(self.history)} entries, final_answer={self.final_answer!r:.50}, "
-            f"error={self.error!r}, usage={self.total_usage.total_tokens} tokens)"
+            f"error={self.error!r}, usage={self.total_usage.total_tokens} tokens"
+            + (f", parts={sorted(self.parts)})" if self.parts else ")")
         )
 
 
