@@ -246,14 +246,14 @@ def test_a_stopped_run_resumes_with_its_parts_and_replays(tmp_path: Path) -> Non
 # -- versions, and logs read where the user's code is not imported ------------------------------
 
 
-def _copy_run(db: Path, source: str, target: str, change: Any) -> None:
-    """A new run with the events of `source`, each passed through `change`."""
+def _copy_run(db: Path, source: str, target: str, change: Any, upto: int | None = None) -> None:
+    """A new run with the events of `source` (up to seq `upto`), each passed through `change`."""
     store = SQLiteEventStore(db)
     events = [
         change(NewEvent(e.kind, e.payload, json.dumps(e.meta), e.recorded_at, e.version))
-        for e in store.read(source)
+        for e in store.read(source, upto=upto)
     ]
-    store.create_run(target, "copied", events=events, status="done")
+    store.create_run(target, "copied", events=events, status="done" if upto is None else "running")
 
 
 def test_an_old_version_of_a_users_fact_is_upcast_on_read(tmp_path: Path) -> None:
@@ -317,6 +317,32 @@ def test_an_unregistered_kind_reads_generically_and_folds_to_nothing(
     _copy_run(db, "other", "damaged", unmarked)
     with pytest.raises(UnreadableFact, match="knows no fact kind 'TicketFromElsewhere'"):
         Trace.load(store, "damaged")
+
+
+def test_a_run_is_not_continued_without_the_reducers_of_its_facts(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    record(db)
+    cut = seqs(db, "r", "TicketRaised")[1] + 2  # stopped after the second ticket
+
+    def renamed(e: NewEvent) -> NewEvent:
+        kind = "TicketFromElsewhere" if e.kind == "TicketRaised" else e.kind
+        return NewEvent(kind, e.payload, e.meta, e.recorded_at, e.version)
+
+    _copy_run(db, "r", "undeclared", renamed, upto=cut)
+    with pytest.raises(UnreadableFact, match="knows no fact kind 'TicketFromElsewhere'"):
+        resume_run(db, "undeclared", agent)
+
+    def declared(e: NewEvent) -> NewEvent:  # its definition names the kind: the user's own
+        if e.kind == "RunStarted":
+            started = json.loads(e.payload)
+            started["custom_facts"]["TicketFromElsewhere"] = "tickets"
+            return NewEvent(e.kind, json.dumps(started), e.meta, e.recorded_at, e.version)
+        return renamed(e)
+
+    _copy_run(db, "r", "declared", declared, upto=cut)
+    with pytest.raises(BuildError, match="records TicketFromElsewhere .*does not register"):
+        resume_run(db, "declared", agent)
+    assert SQLiteEventStore(db).run("declared").last_seq == cut  # nothing was added
 
 
 def test_the_cli_shows_a_users_fact_without_the_users_code(tmp_path: Path) -> None:
