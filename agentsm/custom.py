@@ -80,6 +80,8 @@ class FactRegistration:
 
 
 _REGISTRY: dict[str, FactRegistration] = {}
+_EVOLVE: list[Callable[[AgentMemory, dict[str, Any]], AgentMemory]] = []
+"""The reducers' own copy-with-changes of memory, once a fact is registered."""
 
 
 def registered_facts() -> dict[str, FactRegistration]:
@@ -175,8 +177,10 @@ def register_fact(
         )
     registration = FactRegistration(model, part, start, reducer)
     FACTS.add(model)
-    from .memory import _reduce  # the reducer's dispatch: memory imports this module
+    from .memory import _reduce  # memory imports this module: imported when first needed
+    from .reducers import _evolve
 
+    _EVOLVE[:] = [_evolve]
     _reduce.register(model)(_fold)
     _REGISTRY[kind] = registration
     return registration
@@ -184,8 +188,6 @@ def register_fact(
 
 def _fold(fact: Any, memory: AgentMemory) -> AgentMemory:
     """Apply a user's fact: its registered reducer gives its part's next value."""
-    from .reducers import _evolve
-
     registration = _REGISTRY.get(fact.kind)
     if registration is None:  # pragma: no cover - a registered type always has one
         return memory
@@ -202,7 +204,7 @@ def _fold(fact: Any, memory: AgentMemory) -> AgentMemory:
         raise UnrecordableFact(
             fact.kind, f"the reducer {reducer} gave part {name!r} a value memory cannot hold: {e}"
         ) from None
-    return _evolve(memory, {"parts": FrozenDict({**parts, name: after})})
+    return _EVOLVE[0](memory, {"parts": FrozenDict({**parts, name: after})})
 
 
 class PartArray(tuple[Any, ...]):
