@@ -34,7 +34,7 @@ from agentsm import (
 from agentsm import facts as f
 from agentsm.facts import FACTS
 from agentsm.states import ObservingState
-from agentsm.testing import AgentRun, ToolBehaviour, agent_runs, check_table
+from agentsm.testing import AgentMachine, AgentRun, ToolBehaviour, agent_runs, check_table
 from agentsm.transitions import TransitionTable
 from eventstore import NewEvent, SQLiteEventStore
 from replay import branch_run, export_run, import_runs, replay_run, resume_run
@@ -547,6 +547,16 @@ def test_generated_runs_of_a_custom_state_agent_keep_every_invariant(run: AgentR
     memory = run.engine.memory
     raised = [o for o in run.observed if o.fact.kind == "TicketRaised"]
     assert len(memory.part("tickets")) == len(raised)
+
+
+TestTicketAgentMachine = AgentMachine.for_builder(ticket_agent).TestCase
+TestTicketAgentMachine.settings = settings(
+    max_examples=5,
+    stateful_step_count=10,
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+    database=None,
+)
 
 
 def test_the_kit_catches_an_impure_reducer() -> None:
