@@ -46,16 +46,17 @@ def read_events(
 
 
 def decode(event: StoredEvent) -> Fact:
-    """The fact stored in one event of the log, at the current version of its kind (a user's
-    own fact whose type this process does not register: an `UnknownFact`); `UnreadableFact`
-    (or `FactVersionTooNew`) names the run, seq and kind it cannot decode."""
+    """The fact stored in one event of the log, at the current version of its kind; a kind
+    this process does not know (a user's own fact whose type is not registered here) is read
+    whole as an `UnknownFact`. `UnreadableFact` (or `FactVersionTooNew`) names the run, seq
+    and kind it cannot decode."""
     fact: Fact = FACTS.decode(
         event.payload,
         event.kind,
         event.version,
         run_id=event.run_id,
         seq=event.seq,
-        custom=event.meta.get("custom") is True,
+        custom=event.seq > 1 or event.meta.get("custom") is True,  # a run begins RunStarted
     )
     return fact
 

@@ -37,7 +37,7 @@ from agentsm.states import ObservingState
 from agentsm.testing import AgentMachine, AgentRun, ToolBehaviour, agent_runs, check_table
 from agentsm.transitions import TransitionTable
 from eventstore import NewEvent, SQLiteEventStore
-from replay import branch_run, export_run, import_runs, replay_run, resume_run
+from replay import ImportRefused, branch_run, export_run, import_runs, replay_run, resume_run
 from replay.cli import main
 
 from .scenarios import LONG, lookup
@@ -311,12 +311,23 @@ def test_an_unregistered_kind_reads_generically_and_folds_to_nothing(
     import_runs(copy, lines)  # nothing is lost on the way
     assert [e.payload for e in copy.read("other")] == [e.payload for e in store.read("other")]
 
-    def unmarked(e: NewEvent) -> NewEvent:  # not recorded as a user's fact: damage
+    def unmarked(e: NewEvent) -> NewEvent:  # written by other software, not as a user's fact
         return NewEvent(e.kind, e.payload, "{}", e.recorded_at, e.version)
 
-    _copy_run(db, "other", "damaged", unmarked)
-    with pytest.raises(UnreadableFact, match="knows no fact kind 'TicketFromElsewhere'"):
-        Trace.load(store, "damaged")
+    _copy_run(db, "other", "unmarked", unmarked)
+    read = [e.fact for e in Trace.load(store, "unmarked")]  # reading never loses it
+    assert [x.kind for x in read if isinstance(x, UnknownFact)] == ["TicketFromElsewhere"] * 2
+    assert main(["--db", str(db), "show", "unmarked"]) == 0
+    capsys.readouterr()
+    with pytest.raises(ImportRefused, match="knows no fact kind 'TicketFromElsewhere'"):
+        import_runs(SQLiteEventStore(tmp_path / "strict.db"), export_run(store, "unmarked"))
+
+    def first(e: NewEvent) -> NewEvent:  # a run begins with a RunStarted this code knows
+        return NewEvent("Begun", e.payload, e.meta, e.recorded_at) if e.kind == "RunStarted" else e
+
+    _copy_run(db, "r", "headless", first)
+    with pytest.raises(UnreadableFact, match="knows no fact kind 'Begun'"):
+        Trace.load(store, "headless")
 
 
 def test_a_run_is_not_continued_without_the_reducers_of_its_facts(tmp_path: Path) -> None:
