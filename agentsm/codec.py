@@ -9,8 +9,9 @@ surrogate cannot even be written), so decoding again would only repeat what the 
 
 Each kind of fact has a version (`version` on its class); `decode` turns an older version into
 the current one through the registered upcasters, and refuses a version newer than this code
-with `FactVersionTooNew`. A user's own fact (its envelope says so) of a kind this process does
-not register decodes to an `UnknownFact` that keeps its kind, version and payload.
+with `FactVersionTooNew`. A reader may ask for a kind it does not know (a user's own fact
+whose type this process does not register) as an `UnknownFact` that keeps its kind, version and
+payload.
 """
 
 from __future__ import annotations
@@ -311,8 +312,9 @@ class FactCodec:
         custom: bool = False,
     ) -> Any:
         """The fact stored as `payload` at `version`, upcast to the current version of `kind`.
-        A user's own fact (`custom`, as its envelope says) of a kind not registered in this
-        process is an `UnknownFact` holding its kind and payload.
+        With `custom`, a kind this process does not know (a user's own fact whose type is not
+        registered here) is an `UnknownFact` holding its kind and payload; without, it is
+        refused.
 
         Raises `FactVersionTooNew` for a version newer than this code, `UnreadableFact` for
         anything else that cannot be decoded; both name the run, the seq and the kind."""
