@@ -7,6 +7,7 @@ memory is rebuilt.
 
 from .builder import AgentBuilder
 from .context import SUSPEND, RunContext
+from .custom import CustomFact
 from .engine import AgentEngine
 from .errors import (
     AgentError,
@@ -26,6 +27,7 @@ from .errors import (
     UnrecordableFact,
 )
 from .events import Event
+from .facts import UnknownFact
 from .frozen import FrozenDict, FrozenList, thaw
 from .history import History
 from .llm import LlmCaller, MockLlmCaller
@@ -78,6 +80,7 @@ __all__ = [
     "ApprovalRequest",
     "BuildError",
     "ContextEstimate",
+    "CustomFact",
     "EngineBusy",
     "EngineError",
     "Event",
@@ -121,6 +124,7 @@ __all__ = [
     "TraceEntry",
     "TransitionTable",
     "TransitionTaken",
+    "UnknownFact",
     "UnreadableFact",
     "UnrecordableFact",
     "apply",

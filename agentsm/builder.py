@@ -5,14 +5,25 @@ from __future__ import annotations
 import inspect
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, ClassVar
+
+from pydantic import BaseModel
 
 from eventstore import DURABILITY, Durability, EventStore, SQLiteEventStore, open_store
 
 from . import facts as f
 from .context import ApprovalCallback, RunContext, Suspend, ToolRunner, ValueSource
+from .custom import (
+    Declaring,
+    Reducer,
+    declared_records,
+    handler_records,
+    kind_of,
+    part_value,
+    register_fact,
+)
 from .engine import AgentEngine
 from .errors import BuildError
 from .llm.base import LlmCaller, llm_settings
@@ -28,9 +39,25 @@ __all__ = ["AgentBuilder"]
 HandlerLike = AgentState | Callable[[RunContext], Any]
 
 
-def _function_handler(state: str, func: Callable[[RunContext], Any]) -> AgentState:
+def _json(value: Any) -> Any:
+    """A part's value as plain JSON (arrays as lists), as RunStarted records it."""
+    if isinstance(value, tuple | list):
+        return [_json(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _json(v) for k, v in value.items()}
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    return value
+
+
+def _function_handler(
+    state: str, func: Callable[[RunContext], Any], records: frozenset[str] | None = None
+) -> AgentState:
     """Adapts a plain (async or sync) function `ctx -> event` to the AgentState protocol."""
-    handler_type = type(f"{state}FunctionHandler", (_FunctionHandler,), {"name": state})
+    namespace: dict[str, Any] = {"name": state}
+    if records is not None:
+        namespace["records"] = records
+    handler_type = type(f"{state}FunctionHandler", (_FunctionHandler,), namespace)
     return handler_type(func)  # type: ignore[no-any-return]
 
 
@@ -81,6 +108,7 @@ class AgentBuilder:
         self._values: ValueSource | None = None
         self._skills = SkillSet()
         self._parent_call: ParentCall | None = None
+        self._facts: dict[str, tuple[str, Any]] = {}  # kind -> (part, initial)
 
     def task_type(self, task_type: str) -> AgentBuilder:
         """The task type: the key for model selection in `config.models`."""
@@ -205,15 +233,47 @@ class AgentBuilder:
         self._table = table
         return self
 
-    def handler(self, state: str, handler: HandlerLike) -> AgentBuilder:
-        """Replace or add the handler of a state: an AgentState or a function `ctx -> event`."""
+    def handler(
+        self, state: str, handler: HandlerLike, *, records: Iterable[Any] | None = None
+    ) -> AgentBuilder:
+        """Replace or add the handler of a state: an AgentState or a function `ctx -> event`.
+        `records` declares the facts it may record (fact types or kinds, added to a `records`
+        its class declares): a state records only the user's facts it declares, and a custom
+        state that declares records only what it declares."""
         name = as_state(state)
+        declared = None if records is None else declared_records(records)
         if not hasattr(handler, "handle"):
             if not callable(handler):
                 raise BuildError(f"handler({state!r}, ...) needs an AgentState or a function.")
-            self._handlers[name] = _function_handler(name, handler)
+            self._handlers[name] = _function_handler(name, handler, declared)
+        elif declared is not None:
+            own = handler_records(handler) or frozenset()
+            self._handlers[name] = Declaring(handler, own | declared)  # type: ignore[arg-type,assignment]
         else:
             self._handlers[name] = handler  # type: ignore[assignment]
+        return self
+
+    def fact(
+        self, fact_type: type[BaseModel], reducer: Reducer, *, part: str, initial: Any = None
+    ) -> AgentBuilder:
+        """Register a fact type of your own and its pure reducer `(part, fact) -> part` over
+        the part of memory named `part` (starting at `initial`, a JSON value): a state whose
+        handler declares it (`records`) records it with `ctx.record(...)`, and
+        `memory.part(part)` gives the folded value. The type becomes known to this process
+        (decoded and upcast by every reader); see README "Your own facts"."""
+        new = kind_of(fact_type)
+        try:
+            start = part_value(initial)
+        except (TypeError, ValueError) as e:
+            raise BuildError(f"The initial value of part {part!r}: {e}.") from None
+        for kind, (other, value) in self._facts.items():
+            if other == part and kind != new and value != start:
+                raise BuildError(
+                    f"The part {part!r} starts as {value!r} for {kind} but as {start!r} for "
+                    f"{new}; give the kinds of one part the same initial value."
+                )
+        register_fact(fact_type, reducer, part=part, initial=start)
+        self._facts[new] = (part, start)
         return self
 
     def run_id(self, run_id: str) -> AgentBuilder:
@@ -369,6 +429,8 @@ class AgentBuilder:
             llm=llm_settings(llm),
             skills=self._skills.skills,
             parent_call=self._parent_call,
+            custom_facts={k: p for k, (p, _) in sorted(self._facts.items())} or None,
+            parts={p: _json(v) for p, v in sorted(self._facts.values())} or None,
         )
         return AgentEngine(
             store=store,
@@ -427,6 +489,14 @@ class AgentBuilder:
                     f"The table uses state {state!r} but no handler is registered for it. "
                     f"Add one with .handler({state!r}, handler)."
                 )
+        for state, handler in sorted(handlers.items()):
+            for kind in sorted(handler_records(handler) or ()):
+                if kind not in f.FACTS.builtin and kind not in self._facts:
+                    raise BuildError(
+                        f"The handler of {state} declares it records {kind}, which this agent "
+                        f"does not register. Register it with .fact({kind}, reducer, "
+                        "part=..., initial=...)."
+                    )
         missing = [n for n in self._approval_required if not self._tools.has(n)]
         if missing:
             raise BuildError(

@@ -9,7 +9,9 @@ surrogate cannot even be written), so decoding again would only repeat what the 
 
 Each kind of fact has a version (`version` on its class); `decode` turns an older version into
 the current one through the registered upcasters, and refuses a version newer than this code
-with `FactVersionTooNew`.
+with `FactVersionTooNew`. A reader may ask for a kind it does not know (a user's own fact
+whose type this process does not register) as an `UnknownFact` that keeps its kind, version and
+payload.
 """
 
 from __future__ import annotations
@@ -22,11 +24,12 @@ from collections.abc import Callable, Iterable
 from types import NoneType, UnionType
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
-from pydantic import BaseModel, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_serializer
 
 from .errors import FactVersionTooNew, UnreadableFact, UnrecordableFact
+from .frozen import JsonObject
 
-__all__ = ["FactCodec", "Upcaster", "clean_text", "value_problem"]
+__all__ = ["FactCodec", "UnknownFact", "Upcaster", "clean_text", "value_problem"]
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -182,6 +185,26 @@ def _difference(before: Any, after: Any, path: str) -> str | None:
     return None
 
 
+class UnknownFact(BaseModel):
+    """A stored fact of a kind this process does not know: a user's own fact whose type is not
+    registered here (the CLI, the viewer, a process that never imported the user's code). Its
+    kind, stored version and payload are kept as they are, so that the log is read, shown,
+    exported and copied whole; it changes no memory. It dumps as the fact it stands for."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    kind: str
+    stored_version: int = 1
+    payload: JsonObject
+
+    @model_serializer
+    def _as_stored(self) -> dict[str, Any]:
+        return {"kind": self.kind, **self.payload}
+
+    def __repr__(self) -> str:
+        shown = _show(dict(self.payload))
+        return f"UnknownFact(kind={self.kind!r}, version={self.stored_version}, payload={shown})"
+
+
 class FactCodec:
     """Encodes facts as JSON text and decodes them at the current version of their kind.
 
@@ -207,6 +230,26 @@ class FactCodec:
         # no discriminated union is searched
         self.upcasters: dict[tuple[str, int], Upcaster] = {}
         self._plain = {m: checks for m in models if (checks := _plain(m)) is not None}
+        self.builtin: frozenset[str] = frozenset(self.models)
+        """The kinds this codec was made with; `add` makes more known (a user's own facts)."""
+
+    def add(self, model: type[BaseModel]) -> None:
+        """Make a further kind of fact known (a user's own, see `agentsm.custom`): encoded,
+        checked, decoded and upcast exactly like the kinds the codec was made with."""
+        kind = model.model_fields["kind"].default
+        self.versions[kind] = int(getattr(model, "version", 1))
+        self.models[kind] = model
+        self._json[kind] = model.__pydantic_validator__.validate_json
+        self._python[kind] = model.__pydantic_validator__.validate_python
+        checks = _plain(model)
+        if checks is not None:
+            self._plain[model] = checks
+
+    def version_of(self, fact: Any) -> int:
+        """The version `fact` is written at: its kind's, or the stored one of an UnknownFact."""
+        if isinstance(fact, UnknownFact):
+            return fact.stored_version
+        return self.versions[fact.kind]
 
     def register(self, kind: str, version: int) -> Callable[[Upcaster], Upcaster]:
         """Decorator: `func` turns `kind` at `version` into `kind` at `version + 1`."""
@@ -226,6 +269,8 @@ class FactCodec:
         (the event names it) and fields that are None are left out, decoding restores them;
         where it would not (a None whose default is not None), every field is written."""
         kind = str(getattr(fact, "kind", type(fact).__name__))
+        if isinstance(fact, UnknownFact):  # read as it was stored: written back the same
+            return json.dumps(fact.payload, separators=(",", ":"), ensure_ascii=False)
         try:
             text = fact.model_dump_json(exclude_none=True, exclude=_KIND)
         except ValueError:  # pydantic's serialization errors derive from ValueError
@@ -257,13 +302,32 @@ class FactCodec:
             return None
 
     def decode(
-        self, payload: str, kind: str, version: int = 1, *, run_id: str = "", seq: int = 0
+        self,
+        payload: str,
+        kind: str,
+        version: int = 1,
+        *,
+        run_id: str = "",
+        seq: int = 0,
+        custom: bool = False,
     ) -> Any:
         """The fact stored as `payload` at `version`, upcast to the current version of `kind`.
+        With `custom`, a kind this process does not know (a user's own fact whose type is not
+        registered here) is an `UnknownFact` holding its kind and payload; without, it is
+        refused.
 
         Raises `FactVersionTooNew` for a version newer than this code, `UnreadableFact` for
         anything else that cannot be decoded; both name the run, the seq and the kind."""
         current = self.versions.get(kind)
+        if current is None and custom and kind not in self.builtin:
+            try:
+                data = json.loads(payload)
+                if not isinstance(data, dict):
+                    raise TypeError(f"the payload is {type(data).__name__}, not an object")
+                data.pop("kind", None)
+                return UnknownFact(kind=kind, stored_version=version, payload=data)
+            except (ValueError, TypeError) as e:
+                raise UnreadableFact(run_id, seq, kind, repr(e)) from e
         if current is None:
             raise UnreadableFact(run_id, seq, kind, f"this agentsm knows no fact kind {kind!r}")
         if version > current:

@@ -16,6 +16,7 @@ from typing import Any
 
 from . import facts as f
 from .codec import clean_text
+from .custom import CustomFact
 from .errors import LlmDeadlineExceeded, OwnershipViolation, UnrecordableFact
 from .facts import Decision, Fact
 from .frozen import thaw
@@ -123,9 +124,10 @@ class RunContext:
         """The run's configuration."""
         return self._recorder.memory.config
 
-    def record(self, fact: Fact, metrics: dict[str, Any] | None = None) -> None:
+    def record(self, fact: Fact | CustomFact, metrics: dict[str, Any] | None = None) -> None:
         """Record a fact: it is applied to memory now and committed with the transition. The
-        engine's own facts (RunStarted, Transitioned, RunBranched, RunAborted) are refused."""
+        engine's own facts (RunStarted, Transitioned, RunBranched, RunAborted) are refused, and
+        so is a fact of the user's that this state's handler does not declare (`records`)."""
         if fact.kind in _ENGINE_FACTS:
             raise OwnershipViolation(self.state, fact.kind, frozenset())
         self._recorder.record(fact, self.state, metrics)

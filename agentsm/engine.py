@@ -10,20 +10,23 @@ from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Literal, NoReturn
 
-from eventstore import EventStore
+from eventstore import EventStore, StoredEvent
 
 from . import facts as f
 from ._sync import run_sync
 from .codec import clean_text
 from .context import ApprovalCallback, RunContext, Suspend, ToolRunner, ValueSource
+from .custom import handler_records
 from .errors import (
     AgentFailed,
+    BuildError,
     EngineBusy,
     EngineError,
     HandlerCrashed,
     HumanInputRequired,
     NoHandlerForState,
     SafetyCapExceeded,
+    UnreadableFact,
 )
 from .llm.base import LlmCaller, _text_sink
 from .memory import AgentMemory, fold_with_state, initial_memory
@@ -46,6 +49,24 @@ from .types import TERMINAL_STATES, State, ToolCall
 __all__ = ["AgentEngine"]
 
 Ending = Literal["done", "failed", "waiting"]
+
+
+def _check_known(run_id: str, stored: list[StoredEvent], facts: list[f.Fact]) -> None:
+    """Refuse to continue a run holding a fact this process cannot fold: a kind its definition
+    does not declare is damage (`UnreadableFact`); a user's kind it declares needs the builder
+    that registers it (`BuildError`), or memory would go on without that fact's reducer."""
+    first = facts[0] if facts else None
+    declared = first.custom_facts or {} if isinstance(first, f.RunStarted) else {}
+    for event, fact in zip(stored, facts, strict=True):
+        if not isinstance(fact, f.UnknownFact):
+            continue
+        if fact.kind not in declared:
+            reason = f"this agentsm knows no fact kind {fact.kind!r}"
+            raise UnreadableFact(run_id, event.seq, fact.kind, reason)
+        raise BuildError(
+            f"Run {run_id} records {fact.kind} (seq {event.seq}), which this agent does not "
+            f"register; continue it with the builder that does (.fact({fact.kind}, ...))."
+        )
 
 
 class AgentEngine:
@@ -80,6 +101,13 @@ class AgentEngine:
         self.llm = llm
         self.table = table
         self.handlers = dict(handlers)
+        self.records: dict[str, frozenset[str]] = {
+            state: kinds
+            for state, handler in self.handlers.items()
+            if (kinds := handler_records(handler)) is not None
+        }
+        """The facts each state's handler declares it may record (`records`), for the states
+        that declare them: the ownership rules of custom states and the user's own facts."""
         self.approval = approval
         self.definition = definition
         self._clock = clock
@@ -88,7 +116,13 @@ class AgentEngine:
         self._patches = patches
         self._values = values
         self._recorder = Recorder(
-            store, self.run_id, initial_memory(definition), 0, clock, redactor=redactor
+            store,
+            self.run_id,
+            initial_memory(definition),
+            0,
+            clock,
+            redactor=redactor,
+            records=self.records,
         )
         self._state: str = State.Idle
         self._transitions = 0
@@ -117,6 +151,7 @@ class AgentEngine:
         """An engine continuing a run already in the store, from its last committed fact."""
         stored = store.read(run_id)
         facts = [decode(e) for e in stored]
+        _check_known(run_id, stored, facts)
         if not facts or not isinstance(facts[0], f.RunStarted):
             raise EngineError(f"Run {run_id!r} has no RunStarted fact; it cannot be continued.")
         engine = cls(
@@ -135,7 +170,9 @@ class AgentEngine:
             values=values,
         )
         memory, state = fold_with_state(facts)
-        engine._recorder = Recorder(store, run_id, memory, stored[-1].seq, clock, redactor=redactor)
+        engine._recorder = Recorder(
+            store, run_id, memory, stored[-1].seq, clock, redactor=redactor, records=engine.records
+        )
         engine._state = state
         engine._transitions = sum(isinstance(x, f.Transitioned) for x in facts)
         engine._created = True

@@ -138,12 +138,31 @@ class SafetyCapExceeded(EngineError):
         )
 
 
+_ENGINE_KINDS = frozenset({"RunStarted", "Transitioned", "RunBranched", "RunAborted"})
+
+
 class OwnershipViolation(EngineError):
     """A handler recorded a fact that its state may not record."""
 
-    def __init__(self, state: str, kind: str, owners: frozenset[str]) -> None:
+    def __init__(
+        self,
+        state: str,
+        kind: str,
+        owners: frozenset[str],
+        *,
+        declared: frozenset[str] | None = None,
+    ) -> None:
         self.state = state
         self.kind = kind
+        if declared is not None or (not owners and kind not in _ENGINE_KINDS):
+            listed = ", ".join(sorted(declared)) if declared else "nothing"
+            super().__init__(
+                f"State {state} recorded {kind}, which its handler does not declare (it "
+                f"declares {listed}). Declare it: AgentBuilder.handler({state!r}, handler, "
+                f"records=[..., {kind}]), or records = frozenset({{..., {kind!r}}}) on the "
+                "handler's class."
+            )
+            return
         if not owners:
             super().__init__(
                 f"The handler of {state} recorded {kind}, which only the engine records. Return "

@@ -6,7 +6,8 @@ latencies, timestamps) are not facts: they live in the envelope, which replay do
 
 Each kind has a `version`. A change to a kind's fields raises its version and registers an
 upcaster from the old one on `FACTS` (`@FACTS.register("Kind", old_version)`), so that every
-log ever written stays readable.
+log ever written stays readable. Users add kinds of their own with `AgentBuilder.fact` (see
+`agentsm.custom`); a process that does not know a user's kind reads it as an `UnknownFact`.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Annotated, Any, ClassVar, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from .codec import FactCodec
+from .codec import FactCodec, UnknownFact
 from .frozen import JsonObject
 from .skills import Skill
 from .types import (
@@ -68,6 +69,7 @@ __all__ = [
     "ToolExecuted",
     "ToolsRejected",
     "Transitioned",
+    "UnknownFact",
     "ValueDrawn",
 ]
 
@@ -105,6 +107,11 @@ class RunStarted(_Fact):
     system prompt in memory; their bodies are read through the `read_skill` tool."""
     parent_call: ParentCall | None = None
     """For a sub-agent run: the parent run's call that started it (None for any other run)."""
+    custom_facts: JsonObject | None = None
+    """The user's own fact kinds the agent registered, each with the part of memory it folds
+    into (`AgentBuilder.fact`); None when it registered none."""
+    parts: JsonObject | None = None
+    """The initial value of each user-declared part of memory, by name."""
 
 
 class StepStarted(_Fact):
@@ -526,4 +533,6 @@ OWNERS: dict[str, frozenset[str]] = {
 """Which built-in state may record which fact. Transitioned, RunBranched and RunAborted are the
 engine's; the judgement facts (CandidatesGathered ... PickRefused) are best-of-N's, recorded
 in a judgement run of their own, never by a state of the machine.
-Custom states (names outside `State`) are not restricted."""
+Custom states (names outside `State`) are not restricted, unless their handler declares
+`records`: then they record only what it lists. The user's own facts (`AgentBuilder.fact`) are
+recorded only by states whose handler declares them (see `agentsm.custom`)."""

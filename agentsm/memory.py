@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, field_serializer
 
 from . import facts as f
-from .frozen import thaw
+from .custom import Parts
+from .frozen import FrozenDict, thaw
 from .history import History
 from .skills import with_skill_index
 from .types import (
@@ -81,6 +82,20 @@ class AgentMemory(BaseModel):
     context_full: int | None = None
     """The tokens of a request found too large for the context window since the last step
     started (None: none); Reflecting compacts then, and Planning fails if it still does not fit."""
+    parts: Parts = FrozenDict()
+    """The user-declared parts of memory (`AgentBuilder.fact`), by name: read-only JSON values
+    (arrays as tuples) that only the reducers of the user's own facts change."""
+
+    def part(self, name: str) -> Any:
+        """The value of the user-declared part `name` (see `AgentBuilder.fact`)."""
+        try:
+            return self.parts[name]
+        except KeyError:
+            known = ", ".join(map(repr, sorted(self.parts))) or "none"
+            raise KeyError(
+                f"This run has no part {name!r} (its parts: {known}); declare it by registering "
+                f"a fact with AgentBuilder.fact(..., part={name!r}, initial=...)."
+            ) from None
 
     @field_serializer("blacklisted_tools", "approval_required", "patches", when_used="json")
     def _sorted(self, names: frozenset[str]) -> list[str]:
@@ -201,7 +216,8 @@ class AgentMemory(BaseModel):
         return (
             f"AgentMemory(task={self.task[:40]!r}, step={self.step}, "
             f"history={len(self.history)} entries, final_answer={self.final_answer!r:.50}, "
-            f"error={self.error!r}, usage={self.total_usage.total_tokens} tokens)"
+            f"error={self.error!r}, usage={self.total_usage.total_tokens} tokens"
+            + (f", parts={sorted(self.parts)})" if self.parts else ")")
         )
 
 
@@ -262,6 +278,7 @@ def initial_memory(fact: f.RunStarted) -> AgentMemory:
         budget=fact.budget,
         blacklisted_tools=frozenset(fact.blacklisted_tools),
         approval_required=frozenset(fact.approval_required),
+        parts=fact.parts or FrozenDict(),
     )
 
 

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from eventstore import AsyncAppend, EventStore, NewEvent, RunSummary, StoreError
 
 from .catalog import summary_of
 from .codec import value_problem
+from .custom import CustomFact
 from .errors import OwnershipViolation, UnrecordableFact
 from .facts import FACTS, OWNERS, Fact
 from .memory import AgentMemory, apply
@@ -25,15 +26,18 @@ _BUILTIN = frozenset(State)
 _STATE_JSON: dict[str, str] = {}
 
 
-def encode_meta(state: str, step: int, metrics: dict[str, Any] | None = None) -> str:
-    """The envelope metadata of a fact as JSON text: the state that recorded it, the step, and
-    measurements (which replay does not compare)."""
+def encode_meta(
+    state: str, step: int, metrics: dict[str, Any] | None = None, *, custom: bool = False
+) -> str:
+    """The envelope metadata of a fact as JSON text: the state that recorded it, the step,
+    measurements (which replay does not compare), and whether it is one of the user's own
+    facts (`custom`: a reader without its type still reads it, see `UnknownFact`)."""
     name = _STATE_JSON.get(state)
     if name is None:
         name = json.dumps(str(state))
         if len(_STATE_JSON) < 1000:  # the states of the tables in use
             _STATE_JSON[state] = name
-    meta = f'{{"state":{name},"step":{step}'
+    meta = f'{{"state":{name},"step":{step}' + (',"custom":true' if custom else "")
     return meta + (f',"metrics":{json.dumps(metrics, separators=(",", ":"))}}}' if metrics else "}")
 
 
@@ -54,8 +58,11 @@ class Recorder:
         clock: Callable[[], float],
         *,
         redactor: Redactor | None = None,
+        records: Mapping[str, frozenset[str]] | None = None,
     ) -> None:
         self.store = store
+        self.records = dict(records or {})
+        """The facts each state's handler declares it may record (states that declare)."""
         self.run_id = run_id
         self.memory = memory
         self.seq = seq
@@ -66,26 +73,38 @@ class Recorder:
         self._status: str | None = None  # a status the next commit sets (see `driving`)
         self._async = isinstance(store, AsyncAppend)  # awaitable appends, any thread
         self._shown: RunSummary | None = None  # the summary the catalog has from this recorder
-        self.observers: list[Callable[[int, str, Fact, AgentMemory], None]] = []
+        self.observers: list[Callable[[int, str, Any, AgentMemory], None]] = []
 
-    def record(self, fact: Fact, state: str, metrics: dict[str, Any] | None = None) -> None:
+    def record(
+        self, fact: Fact | CustomFact, state: str, metrics: dict[str, Any] | None = None
+    ) -> None:
         """Redact `fact` (with the agent's hooks), apply it to memory and buffer it for the
         next commit; a fact that would not read back as written raises `UnrecordableFact` and
         changes nothing."""
         if self.redactor is not None:
             fact = self.redactor.fact(fact)
-        owners = OWNERS.get(fact.kind)
+        kind = fact.kind
+        custom = kind not in FACTS.builtin
+        owners = OWNERS.get(kind)
         if owners is not None and state in _BUILTIN and state not in owners:
-            raise OwnershipViolation(state, fact.kind, owners)
+            raise OwnershipViolation(state, kind, owners)
+        if custom or (owners is not None and state not in _BUILTIN):
+            declared = self.records.get(state)
+            if (custom or declared is not None) and kind not in (declared or ()):
+                raise OwnershipViolation(state, kind, owners or frozenset(), declared=declared)
+            if custom and kind not in FACTS.versions:
+                raise UnrecordableFact(
+                    kind,
+                    f"{kind} is not a registered fact kind; register it with "
+                    f"AgentBuilder.fact({type(fact).__name__}, reducer, part=...)",
+                )
         payload = FACTS.encode(fact)
         problem = value_problem(metrics, "metrics") if metrics else None
         if problem:
             raise UnrecordableFact(fact.kind, problem)
         self.memory = apply(self.memory, fact)
-        meta = encode_meta(state, self.memory.step, metrics)
-        self._pending.append(
-            NewEvent(fact.kind, payload, meta, self.clock(), FACTS.version(fact.kind))
-        )
+        meta = encode_meta(state, self.memory.step, metrics, custom=custom)
+        self._pending.append(NewEvent(kind, payload, meta, self.clock(), FACTS.version_of(fact)))
         for observer in self.observers:
             observer(self.seq + len(self._pending), state, fact, self.memory)
 

@@ -15,11 +15,10 @@ import copy
 import json
 import re
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from .facts import FACT_ADAPTER
 from .types import ToolCall
 
 __all__ = ["REDACTED", "Hook", "Redactor"]
@@ -105,7 +104,7 @@ class Redactor:
         if redacted == data:
             return fact
         self._originals.update(found)  # the latest fact that held real arguments wins
-        return cast(_F, FACT_ADAPTER.validate_python(redacted))
+        return type(fact).model_validate(redacted)  # a user's own fact type too
 
     def reveal(self, call: ToolCall, ordinal: int = 0) -> ToolCall:
         """The call with the real arguments this process redacted from it (or as it is);

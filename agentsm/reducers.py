@@ -42,6 +42,7 @@ for _kind in (
     f.RunFinished,
     f.RunAborted,
     f.ValueDrawn,
+    f.UnknownFact,  # a user's fact not registered here: its part stays as it was
 ):
     _reduce.register(_kind)(_unchanged)
 

@@ -46,10 +46,17 @@ def read_events(
 
 
 def decode(event: StoredEvent) -> Fact:
-    """The fact stored in one event of the log, at the current version of its kind;
-    `UnreadableFact` (or `FactVersionTooNew`) names the run, seq and kind it cannot decode."""
+    """The fact stored in one event of the log, at the current version of its kind; a kind
+    this process does not know (a user's own fact whose type is not registered here) is read
+    whole as an `UnknownFact`. `UnreadableFact` (or `FactVersionTooNew`) names the run, seq
+    and kind it cannot decode."""
     fact: Fact = FACTS.decode(
-        event.payload, event.kind, event.version, run_id=event.run_id, seq=event.seq
+        event.payload,
+        event.kind,
+        event.version,
+        run_id=event.run_id,
+        seq=event.seq,
+        custom=event.seq > 1 or event.meta.get("custom") is True,  # a run begins RunStarted
     )
     return fact
 
@@ -280,7 +287,9 @@ def summarize(fact: Fact) -> str:
             return f"#{fact.index} {fact.run_id}{label}{why}"
         case f.PickRefused():
             return f"{fact.reason}: {_short(fact.message, 80)}"
-    return ""  # pragma: no cover
+        case f.UnknownFact():
+            return f"(type not registered here) {_fields(fact.payload)}"
+    return _fields(fact.model_dump(mode="json", exclude={"kind"}))  # a user's own fact
 
 
 def _compaction(fact: f.ContextCompacted) -> str:
@@ -296,3 +305,13 @@ def _compaction(fact: f.ContextCompacted) -> str:
     return f"{fact.tokens_before} -> {fact.tokens_after} tokens (limit {fact.limit}): " + (
         ", ".join(cuts)
     )
+
+
+def _fields(data: dict[str, Any]) -> str:
+    """A user's fact in one line: its fields as name=value."""
+    shown = (
+        f"{k}={_short(v, 40)!r}" if isinstance(v, str) else f"{k}={_short(v, 40)}"
+        for k, v in data.items()
+        if k != "kind"
+    )
+    return " ".join(shown)

@@ -205,9 +205,9 @@ def copy_prefix(
         NewEvent(
             e.event,
             FACTS.encode(e.fact),
-            encode_meta(e.state, e.step, e.metrics),
+            encode_meta(e.state, e.step, e.metrics, custom=e.event not in FACTS.builtin),
             e.timestamp,
-            FACTS.version(e.event),
+            FACTS.version_of(e.fact),
         )
         for e in parent.entries
         if e.seq <= upto

@@ -177,6 +177,10 @@ def memory(run: str, at: int | None, messages: bool, as_json: bool) -> None:
     for name, value in fields:
         if value not in (None, ""):
             lines.append(f"  {name:<16} {printable(value)}")
+    parts = mem.model_dump(mode="json", include={"parts"})["parts"]
+    for name, value in parts.items():  # the user's own parts (their facts' reducers)
+        shown = json.dumps(value, ensure_ascii=False)
+        lines.append(f"  {'part ' + name:<16} {printable(shown[:200])}")
     lines.append(f"  history ({plural(len(mem.history), 'entry', 'entries')})")
     for entry in mem.history:
         mark = out("ok ", "green") if entry.success else out("err", "red")

@@ -91,6 +91,10 @@ def _replay(
         if builder is not None
         else recorded_builder(definition, recording.run_id)
     )
+    if any(
+        isinstance(e.fact, f.UnknownFact) and e.event in FACTS.versions for e in recording.entries
+    ):
+        recording = Recording.load(store, run_id)  # the builder registered the user's facts
     scratch = SQLiteEventStore(":memory:")
     own = agent.llm_caller  # the user's LLM, if the builder sets one: its settings count
     settings = llm_settings(own) if own is not None else definition.llm
@@ -178,7 +182,7 @@ def _replayed(scratch: EventStore, recording: Recording) -> list[TraceEntry]:
         if (
             expected is not None
             and expected.kind == event.kind
-            and event.version == FACTS.version(event.kind)
+            and event.version == FACTS.versions.get(event.kind)
             and expected.model_dump_json() == event.payload
         ):
             entries.append(TraceEntry.of(event, expected))

@@ -158,6 +158,8 @@ def builder_needs(definition: RunStarted) -> list[str]:
         needs.append("a custom transition table")
     if definition.redactions:
         needs.append(f"redaction hooks ({', '.join(definition.redactions)})")
+    if definition.custom_facts:
+        needs.append(f"its own facts ({', '.join(definition.custom_facts)})")
     return needs
 
 

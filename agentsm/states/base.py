@@ -16,7 +16,9 @@ class AgentState(Protocol):
 
     A handler never raises for anything that is data (a tool error, a bad LLM answer): it
     records the fact and returns the matching failure event. `emits` declares the events it may
-    return, so that a table can be checked against its handlers before a run.
+    return, so that a table can be checked against its handlers before a run. A handler may
+    also declare `records`, the facts it may record (fact types or kinds): the user's own facts
+    need it, and a custom state that declares it records nothing else (README "Your own facts").
     """
 
     name: ClassVar[str]

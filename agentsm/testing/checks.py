@@ -6,6 +6,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..custom import handler_records
+from ..errors import BuildError
+from ..facts import FACTS, OWNERS
 from ..states import AgentState, default_handlers
 from ..types import TERMINAL_STATES, State, as_state
 from .watch import declared_emits
@@ -68,6 +71,41 @@ def _rows(table: Mapping[tuple[str, str], str]) -> dict[tuple[str, str], str]:
     return {(as_state(str(s)), str(e)): as_state(str(t)) for (s, e), t in table.items()}
 
 
+def _record_problems(state: str, handler: Any) -> list[Problem]:
+    """What is wrong with the facts a handler declares it records (`records`): a kind that is
+    not registered (nothing could read it back), or a built-in fact its built-in state does
+    not own."""
+    try:
+        declared = handler_records(handler) or frozenset()
+    except BuildError as e:
+        return [Problem("bad-records", (state,), (), f"the handler of {state}: {e}")]
+    problems = []
+    for kind in sorted(declared):
+        if kind not in FACTS.versions:
+            problems.append(
+                Problem(
+                    "unregistered-fact",
+                    (state,),
+                    (),
+                    f"the handler of {state} declares it records {kind}, which is not a "
+                    f"registered fact kind; register it with AgentBuilder.fact({kind}, reducer, "
+                    "part=..., initial=...)",
+                )
+            )
+        owners = OWNERS.get(kind)
+        if owners is not None and state in set(State) and state not in owners:
+            problems.append(
+                Problem(
+                    "not-owner",
+                    (state,),
+                    (),
+                    f"the handler of {state} declares it records {kind}, which only "
+                    f"{', '.join(sorted(owners))} may record",
+                )
+            )
+    return problems
+
+
 def check_table(
     table: Mapping[tuple[str, str], str],
     handlers: Mapping[str, AgentState | Callable[..., Any]] | None = None,
@@ -75,7 +113,8 @@ def check_table(
     """Check a table (a TransitionTable or any mapping of rows) against handlers (by default
     the built-in ones, plus any given): every non-terminal state is reachable from Idle, every
     state can reach Done or Error, no row leaves a terminal state, every state has a handler,
-    and every event a handler declares in `emits` has a row from its state. Handlers that
+    every event a handler declares in `emits` has a row from its state, and every fact it
+    declares in `records` is registered (and, for a built-in state, its own). Handlers that
     declare no `emits` (function handlers) are listed in `unchecked`."""
     rows = _rows(table)
     known: dict[str, Any] = {**default_handlers()}
@@ -148,6 +187,7 @@ def check_table(
                 )
             )
             continue
+        problems.extend(_record_problems(state, handler))
         if state in TERMINAL_STATES:
             continue
         declared = declared_emits(handler)

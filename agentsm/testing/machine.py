@@ -84,8 +84,14 @@ class AgentMachine(RuleBasedStateMachine):
 
     def _run(self) -> AgentRun:
         outcome = "done" if self._finished() else "waiting"
+        kind = type(self)
         return AgentRun(
-            self.engine, list(self.observed), outcome, self.escaped, returned=list(self.returned)
+            self.engine,
+            list(self.observed),
+            outcome,
+            self.escaped,
+            replay_builder=lambda task: kind.make(task).config(kind.config),  # its own states
+            returned=list(self.returned),
         )
 
     @invariant()

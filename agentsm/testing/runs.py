@@ -12,9 +12,10 @@ from typing import TYPE_CHECKING, Any
 from eventstore import NewEvent, SQLiteEventStore
 
 from .. import facts as f
+from ..custom import CustomFact
 from ..engine import AgentEngine
 from ..errors import AgentFailed, EngineError, HumanInputRequired
-from ..facts import OWNERS, Fact
+from ..facts import FACTS, OWNERS, Fact
 from ..memory import AgentMemory, apply, fold_with_state
 from ..states.reflecting import ReflectingState, compression_view
 from ..trace import Trace
@@ -36,7 +37,7 @@ class Observation:
 
     seq: int
     state: str
-    fact: Fact
+    fact: Fact | CustomFact
     memory: AgentMemory
 
 
@@ -88,6 +89,14 @@ class AgentRun:
                     f"seq {e.seq}: {e.state} recorded {fact.kind}, which only "
                     f"{', '.join(sorted(owners))} may record"
                 )
+            custom = fact.kind not in FACTS.builtin  # a user's own fact
+            if custom or (owners is not None and e.state not in _BUILTIN):
+                declared = engine.records.get(e.state)
+                if (custom or declared is not None) and fact.kind not in (declared or ()):
+                    problems.append(
+                        f"seq {e.seq}: {e.state} recorded {fact.kind}, which its handler does "
+                        "not declare (records)"
+                    )
             if isinstance(fact, f.Transitioned):
                 transitions += 1
                 if table.get((as_state(fact.from_state), fact.event)) != as_state(fact.to_state):
