@@ -21,6 +21,7 @@ from .types import (
     AgentConfig,
     HistoryEntry,
     LlmResponse,
+    McpServerSpec,
     State,
     TokenBudget,
     ToolCall,
@@ -88,6 +89,8 @@ class RunStarted(_Fact):
     redactions: tuple[str, ...] = ()
     llm: dict[str, Any] = Field(default_factory=dict)
     """The LLM caller's request settings (provider, temperature, seed, ...), if it has any."""
+    mcp_servers: tuple[McpServerSpec, ...] = ()
+    """The MCP servers whose tools the run offers (their schemas are in `tools`)."""
 
 
 class StepStarted(_Fact):

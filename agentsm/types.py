@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -15,6 +15,7 @@ __all__ = [
     "ApprovalRequest",
     "HistoryEntry",
     "LlmResponse",
+    "McpServerSpec",
     "State",
     "TokenBudget",
     "TokenUsage",
@@ -247,3 +248,19 @@ class AgentConfig(_Frozen):
     def model_for(self, task_type: str) -> str:
         """`models[task_type]`, else `models["default"]`, else "" (the caller's own default)."""
         return self.models.get(task_type, self.models.get("default", ""))
+
+
+class McpServerSpec(_Frozen):
+    """An MCP server as a run's definition records it: how it was reached and the names of the
+    tools it offered (their schemas are among the run's tools). Values of environment variables
+    and HTTP headers are not recorded, only their names: they often hold secrets."""
+
+    name: str
+    transport: Literal["stdio", "http"]
+    command: str = ""
+    args: tuple[str, ...] = ()
+    url: str = ""
+    env: tuple[str, ...] = ()
+    headers: tuple[str, ...] = ()
+    prefix: str = ""
+    tools: tuple[str, ...] = ()

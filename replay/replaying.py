@@ -47,6 +47,7 @@ def replay_run(
         if builder is not None
         else recorded_builder(definition, recording.run_id)
     )
+    agent.mcp_recorded(definition)  # MCP servers that are not running offer recorded tools
     scratch = SQLiteEventStore(":memory:")
     own = agent.llm_caller  # the user's LLM, if the builder sets one: its settings count
     settings = llm_settings(own) if own is not None else definition.llm
