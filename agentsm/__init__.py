@@ -19,6 +19,7 @@ from .errors import (
     HumanInputRequired,
     InvalidTransition,
     LlmDeadlineExceeded,
+    McpServerUnavailable,
     NoHandlerForState,
     OwnershipViolation,
     SafetyCapExceeded,
@@ -29,6 +30,7 @@ from .events import Event
 from .frozen import FrozenDict, FrozenList, thaw
 from .history import History
 from .llm import LlmCaller, MockLlmCaller
+from .mcp import McpServer
 from .memory import AgentMemory, apply, fold
 from .outputs import (
     AgentOutput,
@@ -50,6 +52,7 @@ from .types import (
     ApprovalRequest,
     HistoryEntry,
     LlmResponse,
+    McpServerSpec,
     State,
     TokenBudget,
     TokenUsage,
@@ -88,6 +91,9 @@ __all__ = [
     "LlmCaller",
     "LlmDeadlineExceeded",
     "LlmResponse",
+    "McpServer",
+    "McpServerSpec",
+    "McpServerUnavailable",
     "MockLlmCaller",
     "NoHandlerForState",
     "OwnershipViolation",

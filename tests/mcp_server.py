@@ -5,12 +5,14 @@
                                                (printed as the first line of stdout, once the
                                                socket listens)
     python tests/mcp_server.py --changed       offer another tool list (`add` described anew,
-                                               `multiply` added)
+                                               `multiply` added); so does the environment
+                                               variable AGENTSM_MCP_VARIANT=changed
     python tests/mcp_server.py --crash         exit at once (a server that fails to start)
 """
 
 from __future__ import annotations
 
+import os
 import socket
 import sys
 
@@ -19,7 +21,7 @@ import uvicorn
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
-CHANGED = "--changed" in sys.argv
+CHANGED = "--changed" in sys.argv or os.environ.get("AGENTSM_MCP_VARIANT") == "changed"
 
 server: MCPServer = MCPServer("agentsm-test", log_level="WARNING")
 _calls = {"count": 0}
@@ -49,6 +51,12 @@ def count() -> int:
     """How many times this tool was called in this server process (state kept by the server)."""
     _calls["count"] += 1
     return _calls["count"]
+
+
+@server.tool()
+def pid() -> int:
+    """The server process's id."""
+    return os.getpid()
 
 
 if CHANGED:
