@@ -199,7 +199,9 @@ def summarize(fact: Fact) -> str:
     """One line saying what a fact records."""
     match fact:
         case f.RunStarted():
-            return f"task={_short(fact.task, 50)!r} type={fact.task_type} tools={len(fact.tools)}"
+            servers = ",".join(s.name for s in fact.mcp_servers)
+            line = f"task={_short(fact.task, 50)!r} type={fact.task_type} tools={len(fact.tools)}"
+            return f"{line} mcp={servers}" if servers else line
         case f.StepStarted():
             return f"step {fact.step}"
         case f.LlmRequested():

@@ -133,7 +133,11 @@ def test_a_run_calls_the_server_and_records_every_result(transport: Make, tmp_pa
     assert results == [
         ("add", "SUCCESS: 5", True),
         ("count", "SUCCESS: 1", True),
-        ("divide", "ERROR: McpToolError: Error executing tool divide: cannot divide by zero", False),
+        (
+            "divide",
+            "ERROR: McpToolError: Error executing tool divide: " + "cannot divide by zero",
+            False,
+        ),
         ("count", "SUCCESS: 2", True),  # one server session for the whole run
     ]
 
@@ -219,7 +223,9 @@ def test_a_run_waiting_for_approval_resumes_with_the_server(tmp_path: Path) -> N
 def test_a_branch_runs_new_calls_on_the_server(tmp_path: Path) -> None:
     db = tmp_path / "runs.db"
     run_id = record(stdio, db)
-    first = next(e.seq for e in Trace.load(SQLiteEventStore(db), run_id) if e.event == "Transitioned")
+    store = SQLiteEventStore(db)
+    first = next(e.seq for e in Trace.load(store, run_id) if e.event == "Transitioned")
+    store.close()
     new = branch_run(
         db,
         run_id,
@@ -249,7 +255,9 @@ def test_a_server_that_cannot_be_reached_is_one_clear_error(
     message = str(raised.value)
     assert message.startswith("MCP server 'calc' (") and "could not be reached" in message
     assert isinstance(raised.value, BuildError) and raised.value.server == "calc"
-    assert SQLiteEventStore(db).runs() == []  # nothing was recorded
+    store = SQLiteEventStore(db, create=True)
+    assert store.runs() == []  # nothing was recorded
+    store.close()
 
 
 def test_a_tool_name_the_agent_has_already_is_refused_unless_prefixed() -> None:
@@ -304,8 +312,10 @@ def test_a_recorded_server_is_never_contacted() -> None:
     recorded = McpServer.recorded(spec, engine.definition.tools)
     assert "recorded" in repr(recorded) and "calc" in repr(recorded)
     outcome = (
-        AgentBuilder("t").mcp_server(recorded).llm(MockLlmCaller([])).build().tools.execute(
-            "add", {"a": 1, "b": 2}
-        )
+        AgentBuilder("t")
+        .mcp_server(recorded)
+        .llm(MockLlmCaller([]))
+        .build()
+        .tools.execute("add", {"a": 1, "b": 2})
     )
     assert not outcome.success and "only its recorded results" in outcome.observation
