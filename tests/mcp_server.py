@@ -1,13 +1,13 @@
 """A small MCP server for the tests and the README, written with the SDK's server API.
 
-    python tests/mcp_server.py                 serve over stdio
-    python tests/mcp_server.py --http          serve streamable HTTP on 127.0.0.1, on a free port
-                                               (printed as the first line of stdout, once the
-                                               socket listens)
-    python tests/mcp_server.py --changed       offer another tool list (`add` described anew,
-                                               `multiply` added); so does the environment
-                                               variable AGENTSM_MCP_VARIANT=changed
-    python tests/mcp_server.py --crash         exit at once (a server that fails to start)
+python tests/mcp_server.py                 serve over stdio
+python tests/mcp_server.py --http          serve streamable HTTP on 127.0.0.1, on a free port
+                                           (printed as the first line of stdout, once the
+                                           socket listens)
+python tests/mcp_server.py --changed       offer another tool list (`add` described anew,
+                                           `multiply` added); so does the environment
+                                           variable AGENTSM_MCP_VARIANT=changed
+python tests/mcp_server.py --crash         exit at once (a server that fails to start)
 """
 
 from __future__ import annotations
@@ -57,6 +57,12 @@ def count() -> int:
 def pid() -> int:
     """The server process's id."""
     return os.getpid()
+
+
+@server.tool()
+def crash() -> str:
+    """End the server process at once, in the middle of the call."""
+    os._exit(3)
 
 
 if CHANGED:

@@ -15,6 +15,8 @@ import pytest
 
 from agentsm import (
     AgentBuilder,
+    AgentEngine,
+    AgentFailed,
     BuildError,
     HumanInputRequired,
     LlmResponse,
@@ -114,7 +116,7 @@ def transport(request: pytest.FixtureRequest) -> Iterator[Make]:
 
 def test_the_server_tools_become_registry_tools_with_their_schemas(transport: Make) -> None:
     engine = transport("t").llm(MockLlmCaller([])).build()
-    assert engine.tools.names() == ["add", "shout", "divide", "count", "pid"]
+    assert engine.tools.names() == ["add", "shout", "divide", "count", "pid", "crash"]
     add = engine.tools.get("add")
     assert add is not None and add.description == "Add two integers."
     assert add.schema["properties"]["a"]["type"] == "integer"
@@ -122,7 +124,7 @@ def test_the_server_tools_become_registry_tools_with_their_schemas(transport: Ma
     recorded = {s.name: s for s in engine.definition.tools}
     assert recorded["add"].input_schema == add.schema
     (spec,) = engine.definition.mcp_servers
-    assert spec.name == "calc" and spec.tools == ("add", "shout", "divide", "count", "pid")
+    assert spec.name == "calc" and spec.tools == ("add", "shout", "divide", "count", "pid", "crash")
     assert spec.transport in ("stdio", "http")
 
 
@@ -236,6 +238,22 @@ def test_a_branch_runs_new_calls_on_the_server(tmp_path: Path) -> None:
     assert [x.observation for x in executed(db, new)] == ["SUCCESS: HI"]
 
 
+def test_a_server_that_dies_mid_call_fails_that_call_and_the_next_call_restarts_it() -> None:
+    llm = MockLlmCaller(
+        [
+            LlmResponse.tool_call("count", {}),
+            LlmResponse.tool_call("crash", {}),
+            LlmResponse.tool_call("count", {}),
+            LlmResponse.final_answer("The server crashed once and came back."),
+        ]
+    )
+    engine = stdio("crash").llm(llm).build()
+    engine.run()
+    observations = [entry.observation for entry in engine.memory.history]
+    assert observations[0] == "SUCCESS: 1" and observations[2] == "SUCCESS: 1"  # a new process
+    assert observations[1].startswith("ERROR: MCPError: Connection closed")
+
+
 @pytest.mark.parametrize(
     "declare",
     [
@@ -294,13 +312,20 @@ def test_the_server_process_ends_with_the_run_even_inside_a_running_loop() -> No
     asyncio.run(in_a_notebook())
     second = builder.build()
     second.run()  # the same builder's servers, another loop: no client bound to a dead one
+
+    async def built_in_a_notebook() -> AgentEngine:  # the tools are listed on a helper loop
+        return stdio("fails").llm(MockLlmCaller([LlmResponse.tool_call("pid", {})])).build()
+
+    failing = asyncio.run(built_in_a_notebook())
+    with pytest.raises(AgentFailed):  # the LLM runs out after the call: the run ends in Error
+        failing.run()
     pids = [
         int(e.fact.observation.removeprefix("SUCCESS: "))
-        for engine in (first, second)
+        for engine in (first, second, failing)
         for e in engine.trace()
         if isinstance(e.fact, f.ToolExecuted)
     ]
-    assert len(set(pids)) == 2
+    assert len(set(pids)) == 3
     for pid in pids:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)  # stopped and reaped when its run returned
