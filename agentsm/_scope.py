@@ -30,7 +30,9 @@ class RunScope:
         """The resource under `key`, opened by `opener()` on first use (concurrent first users
         share one opening; a caller abandoned meanwhile does not cancel it for the others)."""
         opening = self._open.get(key)
-        if opening is None or (opening.done() and opening.exception() is not None):
+        if opening is None or (
+            opening.done() and (opening.cancelled() or opening.exception() is not None)
+        ):
             opening = asyncio.ensure_future(opener())
             self._open[key] = opening
         result: R = await asyncio.shield(opening)

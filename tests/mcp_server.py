@@ -60,6 +60,13 @@ def pid() -> int:
 
 
 @server.tool()
+async def wait(seconds: float) -> str:
+    """Wait, then say so."""
+    await anyio.sleep(seconds)
+    return "waited"
+
+
+@server.tool()
 def crash() -> str:
     """End the server process at once, in the middle of the call."""
     os._exit(3)

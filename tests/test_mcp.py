@@ -4,6 +4,7 @@ API), over stdio and over streamable HTTP on 127.0.0.1."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import subprocess
@@ -24,6 +25,7 @@ from agentsm import (
     McpServerUnavailable,
     MockLlmCaller,
     ToolCall,
+    ToolStarted,
 )
 from agentsm import facts as f
 from agentsm.trace import Trace
@@ -116,7 +118,7 @@ def transport(request: pytest.FixtureRequest) -> Iterator[Make]:
 
 def test_the_server_tools_become_registry_tools_with_their_schemas(transport: Make) -> None:
     engine = transport("t").llm(MockLlmCaller([])).build()
-    assert engine.tools.names() == ["add", "shout", "divide", "count", "pid", "crash"]
+    assert engine.tools.names() == ["add", "shout", "divide", "count", "pid", "wait", "crash"]
     add = engine.tools.get("add")
     assert add is not None and add.description == "Add two integers."
     assert add.schema["properties"]["a"]["type"] == "integer"
@@ -124,7 +126,15 @@ def test_the_server_tools_become_registry_tools_with_their_schemas(transport: Ma
     recorded = {s.name: s for s in engine.definition.tools}
     assert recorded["add"].input_schema == add.schema
     (spec,) = engine.definition.mcp_servers
-    assert spec.name == "calc" and spec.tools == ("add", "shout", "divide", "count", "pid", "crash")
+    assert spec.name == "calc" and spec.tools == (
+        "add",
+        "shout",
+        "divide",
+        "count",
+        "pid",
+        "wait",
+        "crash",
+    )
     assert spec.transport in ("stdio", "http")
 
 
@@ -144,18 +154,16 @@ def test_a_run_calls_the_server_and_records_every_result(transport: Make, tmp_pa
     ]
 
 
-def test_replay_serves_recorded_results_with_the_http_server_stopped(tmp_path: Path) -> None:
+def test_replay_serves_recorded_results_with_the_http_server_stopped(
+    http_server: HttpServer, tmp_path: Path
+) -> None:
     db = tmp_path / "runs.db"
-    server = HttpServer()
-    try:
-        url = server.url
 
-        def make(task: str) -> AgentBuilder:
-            return AgentBuilder(task).mcp_server_http(url, name="calc")
+    def make(task: str) -> AgentBuilder:
+        return AgentBuilder(task).mcp_server_http(http_server.url, name="calc")
 
-        run_id = record(make, db)
-    finally:
-        server.stop()
+    run_id = record(make, db)
+    http_server.stop()
     assert replay_run(db, run_id).identical  # the recorded definition: no server at all
     report = replay_run(db, run_id, make)  # the user's builder: the recorded tool list stands in
     assert report.identical, str(report)
@@ -329,6 +337,25 @@ def test_the_server_process_ends_with_the_run_even_inside_a_running_loop() -> No
     for pid in pids:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)  # stopped and reaped when its run returned
+
+
+def test_a_run_stopped_from_outside_stops_its_server_process() -> None:
+    llm = MockLlmCaller(
+        [LlmResponse.tool_call("pid", {}), LlmResponse.tool_call("wait", {"seconds": 600})]
+    )
+    engine = stdio("stop me").llm(llm).build()
+
+    async def watch() -> None:
+        async with contextlib.aclosing(engine.stream()) as outputs:
+            async for output in outputs:
+                if isinstance(output, ToolStarted) and output.call.name == "wait":
+                    break  # leaving the stream cancels the run, as Ctrl-C would
+
+    asyncio.run(watch())
+    assert engine.store.run(engine.run_id).status == "stopped"
+    (first,) = [e.fact for e in engine.trace() if isinstance(e.fact, f.ToolExecuted)]
+    with pytest.raises(ProcessLookupError):
+        os.kill(int(first.observation.removeprefix("SUCCESS: ")), 0)
 
 
 def test_a_recorded_server_is_never_contacted() -> None:
