@@ -158,7 +158,7 @@ class AgentBuilder:
 
     @property
     def tools(self) -> ToolRegistry:
-        """The tools registered so far."""
+        """The tools registered so far (MCP servers' tools join them at `build()`)."""
         return self._tools
 
     def blacklist_tool(self, name: str) -> AgentBuilder:
@@ -327,6 +327,11 @@ class AgentBuilder:
         if self._models:
             update["models"] = {**self._config.models, **self._models}
         return self._config.model_copy(update=update) if update else self._config
+
+    def build_table(self) -> TransitionTable:
+        """The transition table the agent runs, without building it: no LLM is needed and no
+        MCP server is contacted (for pictures of the agent)."""
+        return self._table if self._table is not None else build_transition_table()
 
     def build(self) -> AgentEngine:
         """Check everything and make the engine; nothing is recorded until it runs (the MCP

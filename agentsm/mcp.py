@@ -116,7 +116,10 @@ class McpServer:
         _require_sdk()
         parts = urlsplit(url) if isinstance(url, str) else None
         if parts is None or parts.scheme not in ("http", "https") or not parts.netloc:
-            raise BuildError(f"mcp_server_http needs an http(s) URL, not {url!r}.")
+            raise BuildError(
+                f"mcp_server_http needs an http(s) URL such as http://127.0.0.1:8000/mcp, "
+                f"not {url!r}."
+            )
         spec = McpServerSpec(
             name=name or parts.netloc,
             transport="http",
