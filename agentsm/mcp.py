@@ -1,5 +1,6 @@
 """MCP tools: the tools of a Model Context Protocol server, through the official `mcp` SDK
-(`pip install 'agentsm[mcp]'`), as registry tools with the server's schemas and descriptions.
+(`pip install 'agentsm[mcp]'`: 2.x, or 1.x from 1.30), as registry tools with the server's
+schemas and descriptions.
 
 When a server is contacted:
 
@@ -18,10 +19,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import json
 from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any
 from urllib.parse import urlsplit
 
 from ._scope import current_scope
@@ -30,10 +32,6 @@ from .errors import BuildError, McpServerUnavailable
 from .facts import RunStarted
 from .tools import Tool, ToolRegistry
 from .types import McpServerSpec, ToolSchema
-
-if TYPE_CHECKING:
-    from mcp import Client
-    from mcp.types import CallToolResult
 
 __all__ = ["McpServer", "McpToolError", "attached_tools", "resolve_tools"]
 
@@ -158,12 +156,12 @@ class McpServer:
         tools: list[Any] = []
         try:
             with anyio.fail_after(self.timeout):
-                async with self._client() as client:
+                async with self._session() as client:
                     cursor: str | None = None
                     while True:
                         page = await client.list_tools(cursor=cursor)
                         tools.extend(page.tools)
-                        cursor = page.next_cursor
+                        cursor = _field(page, "next_cursor", "nextCursor")
                         if not cursor:
                             break
         except Exception as e:
@@ -172,7 +170,7 @@ class McpServer:
             ToolSchema(
                 name=self.spec.prefix + t.name,
                 description=t.description or t.title or t.name,
-                input_schema=dict(t.input_schema),
+                input_schema=dict(_field(t, "input_schema", "inputSchema")),
             )
             for t in tools
         )
@@ -208,7 +206,7 @@ class McpServer:
         scope = current_scope()
         if scope is None:  # outside a drive: a connection for this call alone
             try:
-                context = self._client()
+                context = self._session()
                 client = await context.__aenter__()
             except Exception as e:
                 raise self._unavailable(e) from e
@@ -224,7 +222,7 @@ class McpServer:
                 await scope.discard(self)  # it may be broken: the next call connects again
                 raise
         text = _text(result)
-        if result.is_error:
+        if _field(result, "is_error", "isError"):
             raise McpToolError(text or f"tool {tool!r} failed")
         return text
 
@@ -234,15 +232,9 @@ class McpServer:
         except Exception as e:
             raise self._unavailable(e) from e
 
-    def _client(self) -> Client:
-        from mcp import Client, StdioServerParameters
-
-        if self.spec.transport == "stdio":
-            params = StdioServerParameters(
-                command=self.spec.command, args=list(self.spec.args), env=self._env or None
-            )
-            return Client(params)
-        return Client(cast(Any, _http_transport(self.spec.url, self._headers)))
+    def _session(self) -> contextlib.AbstractAsyncContextManager[Any]:
+        """A connected, initialised session: `list_tools(cursor=...)`, `call_tool(name, args)`."""
+        return _session(self.spec, self._env, self._headers)
 
     def _unavailable(self, e: BaseException) -> McpServerUnavailable:
         if isinstance(e, McpServerUnavailable):
@@ -256,15 +248,40 @@ class McpServer:
 
 
 @contextlib.asynccontextmanager
-async def _http_transport(url: str, headers: dict[str, str]) -> AsyncIterator[Any]:
-    """Streamable HTTP with our headers, its HTTP client closed with it."""
-    import httpx2
-    from mcp.client.streamable_http import streamable_http_client
+async def _session(
+    spec: McpServerSpec, env: dict[str, str], headers: dict[str, str]
+) -> AsyncIterator[Any]:
+    """A session with the server on the installed SDK: `mcp.Client` (2.x), or a `ClientSession`
+    over the transport (1.x); both list and call tools alike."""
+    sdk: Any = importlib.import_module("mcp")
+    async with contextlib.AsyncExitStack() as stack:
+        if spec.transport == "stdio":
+            stdio: Any = importlib.import_module("mcp.client.stdio")
+            params = sdk.StdioServerParameters(
+                command=spec.command, args=list(spec.args), env=env or None
+            )
+            transport = stdio.stdio_client(params)
+        else:
+            transport = _http_transport(spec.url, headers)
+        if hasattr(sdk, "Client"):  # 2.x
+            yield await stack.enter_async_context(sdk.Client(transport))
+            return
+        streams = await stack.enter_async_context(transport)
+        session = await stack.enter_async_context(sdk.ClientSession(streams[0], streams[1]))
+        await session.initialize()
+        yield session
 
-    timeout = httpx2.Timeout(30.0, read=300.0)  # the SDK's own defaults: streams stay open
+
+@contextlib.asynccontextmanager
+async def _http_transport(url: str, headers: dict[str, str]) -> AsyncIterator[Any]:
+    """Streamable HTTP with our headers, its HTTP client (of the HTTP library the SDK uses:
+    httpx2 or httpx) closed with it; timeouts are the SDK's defaults (300s to read a stream)."""
+    transport: Any = importlib.import_module("mcp.client.streamable_http")
+    library: Any = getattr(transport, "httpx2", None) or transport.httpx
+    timeout = library.Timeout(30.0, read=300.0)
     async with (
-        httpx2.AsyncClient(headers=headers, timeout=timeout) as http,
-        streamable_http_client(url, http_client=http) as streams,
+        library.AsyncClient(headers=headers, timeout=timeout) as client,
+        transport.streamable_http_client(url, http_client=client) as streams,
     ):
         yield streams
 
@@ -277,12 +294,12 @@ class _Connection:
         self._server = server
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
-        self.client: Client
+        self.client: Any = None
 
     @classmethod
     async def open(cls, server: McpServer) -> _Connection:
         connection = cls(server)
-        ready: asyncio.Future[Client] = asyncio.get_running_loop().create_future()
+        ready: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         connection._task = asyncio.create_task(
             connection._hold(ready), name=f"agentsm-mcp-{server.name}"
         )
@@ -293,9 +310,9 @@ class _Connection:
             raise
         return connection
 
-    async def _hold(self, ready: asyncio.Future[Client]) -> None:
+    async def _hold(self, ready: asyncio.Future[Any]) -> None:
         try:
-            async with self._server._client() as client:
+            async with self._server._session() as client:
                 ready.set_result(client)
                 await self._stop.wait()
         except Exception as e:  # handed to the opener; after that, the calls see it
@@ -338,7 +355,12 @@ def _reason(e: BaseException) -> str:
     return f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
 
 
-def _text(result: CallToolResult) -> str:
+def _field(item: Any, name: str, v1_name: str) -> Any:
+    """A field of an SDK model: snake_case in mcp 2.x, camelCase in 1.x."""
+    return getattr(item, name, getattr(item, v1_name, None))
+
+
+def _text(result: Any) -> str:
     """A call's result as the text the LLM reads: text parts as they are, other parts named."""
     parts: list[str] = []
     for item in result.content:
@@ -352,9 +374,10 @@ def _text(result: CallToolResult) -> str:
         elif kind == "resource_link":
             parts.append(f"[resource {getattr(item, 'uri', '')}]")
         else:
-            parts.append(f"[{kind} {getattr(item, 'mime_type', '') or ''}".rstrip() + "]")
-    if not parts and result.structured_content is not None:
-        return json.dumps(result.structured_content, sort_keys=True, default=str)
+            parts.append(f"[{kind} {_field(item, 'mime_type', 'mimeType') or ''}".rstrip() + "]")
+    structured = _field(result, "structured_content", "structuredContent")
+    if not parts and structured is not None:
+        return json.dumps(structured, sort_keys=True, default=str)
     return "\n".join(parts)
 
 

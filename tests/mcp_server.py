@@ -1,4 +1,4 @@
-"""A small MCP server for the tests and the README, written with the SDK's server API.
+"""A small MCP server for the tests, written with the SDK's server API (mcp 2.x or 1.x).
 
 python tests/mcp_server.py                 serve over stdio
 python tests/mcp_server.py --http          serve streamable HTTP on 127.0.0.1, on a free port
@@ -18,8 +18,13 @@ import sys
 
 import anyio
 import uvicorn
-from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
+
+try:  # mcp 2.x
+    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
+except ImportError:  # mcp 1.x: the same server API under its former name
+    from mcp.server.fastmcp import FastMCP as MCPServer  # type: ignore[no-redef]
+    from mcp.server.fastmcp.exceptions import ToolError  # type: ignore[no-redef]
 
 CHANGED = "--changed" in sys.argv or os.environ.get("AGENTSM_MCP_VARIANT") == "changed"
 
