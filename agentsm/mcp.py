@@ -17,15 +17,13 @@ When a server is contacted:
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import importlib
-import json
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from ._mcp_client import Connection, field, reason, session, text
 from ._scope import current_scope
 from ._sync import run_sync
 from .errors import BuildError, McpServerUnavailable
@@ -36,8 +34,6 @@ from .types import McpServerSpec, ToolSchema
 __all__ = ["McpServer", "McpToolError", "attached_tools", "resolve_tools"]
 
 _INSTALL = "MCP tools need the official `mcp` SDK: pip install 'agentsm[mcp]'."
-_CLOSE_WAIT = 10.0
-"""How long closing a connection waits for the server to wind down before it is cancelled."""
 
 
 class McpToolError(Exception):
@@ -161,7 +157,7 @@ class McpServer:
                     while True:
                         page = await client.list_tools(cursor=cursor)
                         tools.extend(page.tools)
-                        cursor = _field(page, "next_cursor", "nextCursor")
+                        cursor = field(page, "next_cursor", "nextCursor")
                         if not cursor:
                             break
         except Exception as e:
@@ -170,7 +166,7 @@ class McpServer:
             ToolSchema(
                 name=self.spec.prefix + t.name,
                 description=t.description or t.title or t.name,
-                input_schema=dict(_field(t, "input_schema", "inputSchema")),
+                input_schema=dict(field(t, "input_schema", "inputSchema")),
             )
             for t in tools
         )
@@ -179,12 +175,16 @@ class McpServer:
         """`alist_tools` from sync code (inside a running loop too)."""
         return run_sync(self.alist_tools())
 
-    def tools(self, schemas: Sequence[ToolSchema]) -> list[Tool]:
-        """Registry tools for these schemas of this server, each calling the server."""
-        return [Tool(s.name, s.description, dict(s.input_schema), self._caller(s)) for s in schemas]
+    def tools(self, schemas: Sequence[ToolSchema], prefix: str | None = None) -> list[Tool]:
+        """Registry tools for these schemas of this server, each calling the server by its own
+        name for the tool (the schema's name without `prefix`, by default the server's)."""
+        cut = len(self.spec.prefix if prefix is None else prefix)
+        return [
+            Tool(s.name, s.description, dict(s.input_schema), self._caller(s, s.name[cut:]))
+            for s in schemas
+        ]
 
-    def _caller(self, schema: ToolSchema) -> Any:
-        remote = schema.name[len(self.spec.prefix) :]
+    def _caller(self, schema: ToolSchema, remote: str) -> Any:
 
         async def call(args: dict[str, Any]) -> str:
             return await self.acall(remote, args)
@@ -221,115 +221,30 @@ class McpServer:
             except Exception:
                 await scope.discard(self)  # it may be broken: the next call connects again
                 raise
-        text = _text(result)
-        if _field(result, "is_error", "isError"):
-            raise McpToolError(text or f"tool {tool!r} failed")
-        return text
+        said = text(result)
+        if field(result, "is_error", "isError"):
+            raise McpToolError(said or f"tool {tool!r} failed")
+        return said
 
-    async def _connect(self) -> _Connection:
+    async def _connect(self) -> Connection:
         try:
-            return await _Connection.open(self)
+            return await Connection.open(self._session, self.timeout, self.name)
         except Exception as e:
             raise self._unavailable(e) from e
 
     def _session(self) -> contextlib.AbstractAsyncContextManager[Any]:
         """A connected, initialised session: `list_tools(cursor=...)`, `call_tool(name, args)`."""
-        return _session(self.spec, self._env, self._headers)
+        return session(self.spec, self._env, self._headers)
 
     def _unavailable(self, e: BaseException) -> McpServerUnavailable:
         if isinstance(e, McpServerUnavailable):
             return e
-        reason = f"no answer within {self.timeout}s" if isinstance(e, TimeoutError) else _reason(e)
-        return McpServerUnavailable(self.name, self.where, reason)
+        why = f"no answer within {self.timeout}s" if isinstance(e, TimeoutError) else reason(e)
+        return McpServerUnavailable(self.name, self.where, why)
 
     def __repr__(self) -> str:
         recorded = " recorded" if self._recorded is not None else ""
         return f"<McpServer {self.name!r}{recorded} {self.where}>"
-
-
-@contextlib.asynccontextmanager
-async def _session(
-    spec: McpServerSpec, env: dict[str, str], headers: dict[str, str]
-) -> AsyncIterator[Any]:
-    """A session with the server on the installed SDK: `mcp.Client` (2.x), or a `ClientSession`
-    over the transport (1.x); both list and call tools alike."""
-    sdk: Any = importlib.import_module("mcp")
-    async with contextlib.AsyncExitStack() as stack:
-        if spec.transport == "stdio":
-            stdio: Any = importlib.import_module("mcp.client.stdio")
-            params = sdk.StdioServerParameters(
-                command=spec.command, args=list(spec.args), env=env or None
-            )
-            transport = stdio.stdio_client(params)
-        else:
-            transport = _http_transport(spec.url, headers)
-        if hasattr(sdk, "Client"):  # 2.x
-            yield await stack.enter_async_context(sdk.Client(transport))
-            return
-        streams = await stack.enter_async_context(transport)
-        session = await stack.enter_async_context(sdk.ClientSession(streams[0], streams[1]))
-        await session.initialize()
-        yield session
-
-
-@contextlib.asynccontextmanager
-async def _http_transport(url: str, headers: dict[str, str]) -> AsyncIterator[Any]:
-    """Streamable HTTP with our headers, its HTTP client (of the HTTP library the SDK uses:
-    httpx2 or httpx) closed with it; timeouts are the SDK's defaults (300s to read a stream)."""
-    transport: Any = importlib.import_module("mcp.client.streamable_http")
-    library: Any = getattr(transport, "httpx2", None) or transport.httpx
-    timeout = library.Timeout(30.0, read=300.0)
-    async with (
-        library.AsyncClient(headers=headers, timeout=timeout) as client,
-        transport.streamable_http_client(url, http_client=client) as streams,
-    ):
-        yield streams
-
-
-class _Connection:
-    """One live client, entered and left by a task of its own (the SDK's task groups must be
-    left by the task that entered them); calls from any task of the same loop go through it."""
-
-    def __init__(self, server: McpServer) -> None:
-        self._server = server
-        self._stop = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
-        self.client: Any = None
-
-    @classmethod
-    async def open(cls, server: McpServer) -> _Connection:
-        connection = cls(server)
-        ready: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        connection._task = asyncio.create_task(
-            connection._hold(ready), name=f"agentsm-mcp-{server.name}"
-        )
-        try:
-            connection.client = await asyncio.wait_for(asyncio.shield(ready), server.timeout)
-        except BaseException:
-            await connection.aclose()
-            raise
-        return connection
-
-    async def _hold(self, ready: asyncio.Future[Any]) -> None:
-        try:
-            async with self._server._session() as client:
-                ready.set_result(client)
-                await self._stop.wait()
-        except Exception as e:  # handed to the opener; after that, the calls see it
-            if not ready.done():
-                ready.set_exception(e)
-
-    async def aclose(self) -> None:
-        """Leave the client (for stdio the server process is stopped), waiting a bounded time."""
-        self._stop.set()
-        task = self._task
-        if task is None:
-            return
-        done, _ = await asyncio.wait({task}, timeout=_CLOSE_WAIT)
-        if not done:
-            task.cancel()
-            with contextlib.suppress(BaseException):
-                await task
 
 
 def _require_sdk() -> None:
@@ -348,53 +263,26 @@ def _stdio_name(command: str, args: Sequence[str]) -> str:
     return Path(command).stem or command
 
 
-def _reason(e: BaseException) -> str:
-    """The leaves of an exception (group), as `Type: message`."""
-    if isinstance(e, BaseExceptionGroup):
-        return "; ".join(dict.fromkeys(_reason(x) for x in e.exceptions))
-    return f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
-
-
-def _field(item: Any, name: str, v1_name: str) -> Any:
-    """A field of an SDK model: snake_case in mcp 2.x, camelCase in 1.x."""
-    return getattr(item, name, getattr(item, v1_name, None))
-
-
-def _text(result: Any) -> str:
-    """A call's result as the text the LLM reads: text parts as they are, other parts named."""
-    parts: list[str] = []
-    for item in result.content:
-        kind = getattr(item, "type", "")
-        if kind == "text":
-            parts.append(str(getattr(item, "text", "")))
-        elif kind == "resource":
-            resource = getattr(item, "resource", None)
-            text = getattr(resource, "text", None)
-            parts.append(str(text) if text is not None else f"[resource {resource}]")
-        elif kind == "resource_link":
-            parts.append(f"[resource {getattr(item, 'uri', '')}]")
-        else:
-            parts.append(f"[{kind} {_field(item, 'mime_type', 'mimeType') or ''}".rstrip() + "]")
-    structured = _field(result, "structured_content", "structuredContent")
-    if not parts and structured is not None:
-        return json.dumps(structured, sort_keys=True, default=str)
-    return "\n".join(parts)
-
-
 # -- wiring into a builder's tools ----------------------------------------------------------
 
 
-def _recorded_schemas(definition: RunStarted, server: McpServer) -> tuple[ToolSchema, ...] | None:
-    """The tools `definition` recorded for a server of this name, or None."""
+def _recorded(definition: RunStarted, server: McpServer) -> McpServerSpec | None:
+    """The server of this name as `definition` recorded it, or None."""
+    return next((s for s in definition.mcp_servers if s.name == server.name), None)
+
+
+def _schemas(definition: RunStarted, spec: McpServerSpec) -> tuple[ToolSchema, ...]:
     schemas = {s.name: s for s in definition.tools}
-    for spec in definition.mcp_servers:
-        if spec.name == server.name:
-            return tuple(schemas[n] for n in spec.tools if n in schemas)
-    return None
+    return tuple(schemas[n] for n in spec.tools if n in schemas)
 
 
-def _add(registry: ToolRegistry, server: McpServer, schemas: Sequence[ToolSchema]) -> None:
-    for item in server.tools(schemas):
+def _add(
+    registry: ToolRegistry,
+    server: McpServer,
+    schemas: Sequence[ToolSchema],
+    prefix: str | None = None,
+) -> None:
+    for item in server.tools(schemas, prefix):
         if item.name in registry:
             raise BuildError(
                 f"MCP server {server.name!r} offers a tool named {item.name!r}, but a tool of "
@@ -420,10 +308,10 @@ def resolve_tools(
         try:
             schemas = server.list_tools()
         except McpServerUnavailable:
-            fallback = None if recorded is None else _recorded_schemas(recorded, server)
-            if fallback is None:
+            fallback = None if recorded is None else _recorded(recorded, server)
+            if recorded is None or fallback is None:
                 raise
-            schemas = fallback
+            schemas = _schemas(recorded, fallback)
         _add(registry, server, schemas)
         specs.append(server.spec.model_copy(update={"tools": tuple(s.name for s in schemas)}))
     return registry, tuple(specs)
@@ -440,7 +328,7 @@ def attached_tools(
     for item in local:
         registry.add(item)
     for server in servers:
-        schemas = _recorded_schemas(definition, server)
-        if schemas is not None:
-            _add(registry, server, schemas)
+        spec = _recorded(definition, server)
+        if spec is not None:  # called by their recorded names, whatever the prefix is now
+            _add(registry, server, _schemas(definition, spec), spec.prefix)
     return registry

@@ -230,6 +230,32 @@ def test_a_run_waiting_for_approval_resumes_with_the_server(tmp_path: Path) -> N
     assert replay_run(db, engine.run_id).identical
 
 
+def test_a_resumed_run_offers_its_recorded_tools_whatever_the_prefix_is_now(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "runs.db"
+
+    def agent(task: str, prefix: str) -> AgentBuilder:
+        return AgentBuilder(task).mcp_server_stdio(
+            sys.executable, [str(SERVER)], name="calc", prefix=prefix
+        )
+
+    llm = [
+        LlmResponse.tool_call("calc_shout", {"text": "resumed"}),
+        LlmResponse.final_answer("The server shouted RESUMED back."),
+    ]
+    engine = agent("shout", "calc_").require_approval("calc_shout").llm(MockLlmCaller(llm))
+    waiting = engine.store(db).build()
+    with pytest.raises(HumanInputRequired):
+        waiting.run()
+
+    def make(task: str) -> AgentBuilder:
+        return agent(task, "").llm(MockLlmCaller(llm[1:])).on_approval(lambda request: True)
+
+    resume_run(db, waiting.run_id, make)
+    assert [x.observation for x in executed(db, waiting.run_id)] == ["SUCCESS: RESUMED"]
+
+
 def test_a_branch_runs_new_calls_on_the_server(tmp_path: Path) -> None:
     db = tmp_path / "runs.db"
     run_id = record(stdio, db)
