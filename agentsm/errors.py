@@ -60,10 +60,14 @@ class McpServerUnavailable(BuildError):
     def __init__(self, server: str, where: str, reason: str) -> None:
         self.server = server
         self.reason = reason
+        check = (
+            "that an MCP server listens at that URL"
+            if where.startswith("http")
+            else "that the command starts the server when run by hand (it waits on stdin)"
+        )
         super().__init__(
-            f"MCP server {server!r} ({where}) could not be reached: {reason}. Check that the "
-            "command starts the server on its own (or that a server listens at the URL); a "
-            "recorded run replays without it."
+            f"MCP server {server!r} ({where}) could not be reached: {reason}. Check {check}; "
+            "a recorded run replays without it."
         )
 
 

@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import os
 import shutil
+import socket
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -291,19 +292,21 @@ def test_a_server_that_dies_mid_call_fails_that_call_and_the_next_call_restarts_
 @pytest.mark.parametrize(
     "declare",
     [
-        lambda b: b.mcp_server_stdio(sys.executable, [str(SERVER), "--crash"], name="calc"),
-        lambda b: b.mcp_server_stdio("/nonexistent/mcp-server", name="calc"),
-        lambda b: b.mcp_server_http("http://127.0.0.1:9/mcp", name="calc", timeout=10),
+        lambda b, port: b.mcp_server_stdio(sys.executable, [str(SERVER), "--crash"], name="calc"),
+        lambda b, port: b.mcp_server_stdio("/nonexistent/mcp-server", name="calc"),
+        lambda b, port: b.mcp_server_http(f"http://127.0.0.1:{port}/mcp", name="calc"),
     ],
     ids=["exits-at-start", "no-such-command", "unreachable-url"],
 )
 def test_a_server_that_cannot_be_reached_is_one_clear_error(
-    declare: Callable[[AgentBuilder], AgentBuilder], tmp_path: Path
+    declare: Callable[[AgentBuilder, int], AgentBuilder], tmp_path: Path
 ) -> None:
     db = tmp_path / "runs.db"
-    builder = declare(AgentBuilder("t")).llm(MockLlmCaller([])).store(db)
-    with pytest.raises(McpServerUnavailable) as raised:
-        builder.build()
+    with socket.socket() as bound:  # bound, never listening: connections to it are refused
+        bound.bind(("127.0.0.1", 0))
+        builder = declare(AgentBuilder("t"), bound.getsockname()[1])
+        with pytest.raises(McpServerUnavailable) as raised:
+            builder.llm(MockLlmCaller([])).store(db).build()
     message = str(raised.value)
     assert message.startswith("MCP server 'calc' (") and "could not be reached" in message
     assert isinstance(raised.value, BuildError) and raised.value.server == "calc"
