@@ -29,6 +29,7 @@ from agentsm import (
     ToolStarted,
 )
 from agentsm import facts as f
+from agentsm.testing import Mutation, run_recorded
 from agentsm.trace import Trace
 from eventstore import SQLiteEventStore
 from replay import branch_run, replay_run, resume_run
@@ -181,6 +182,19 @@ def test_replay_needs_no_stdio_server(tmp_path: Path) -> None:
     assert replay_run(db, run_id).identical
     report = replay_run(db, run_id, lambda task: stdio(task, copy))
     assert report.identical, str(report)
+
+
+def test_the_property_kit_reruns_a_recorded_mcp_run_without_the_server(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    copy = tmp_path / "server.py"
+    shutil.copy(SERVER, copy)
+    run_id = record(lambda task: stdio(task, copy), db)
+    copy.unlink()
+    for mutations in ([], [Mutation("tool_error", at=0, value="the calculator broke")]):
+        run = run_recorded(db, run_id, mutations, lambda task: stdio(task, copy))
+        run.assert_invariants()
+    first = next(e.fact for e in run.trace if isinstance(e.fact, f.ToolExecuted))
+    assert first.observation == "ERROR: RuntimeError: the calculator broke"
 
 
 def test_the_cli_replays_an_mcp_run_without_the_server(tmp_path: Path) -> None:
