@@ -185,7 +185,6 @@ class McpServer:
         ]
 
     def _caller(self, schema: ToolSchema, remote: str) -> Any:
-
         async def call(args: dict[str, Any]) -> str:
             return await self.acall(remote, args)
 
@@ -205,15 +204,12 @@ class McpServer:
             )
         scope = current_scope()
         if scope is None:  # outside a drive: a connection for this call alone
-            try:
-                context = self._session()
-                client = await context.__aenter__()
-            except Exception as e:
-                raise self._unavailable(e) from e
-            try:
+            async with contextlib.AsyncExitStack() as stack:
+                try:
+                    client = await stack.enter_async_context(self._session())
+                except Exception as e:
+                    raise self._unavailable(e) from e
                 result = await client.call_tool(tool, args)
-            finally:
-                await context.__aexit__(None, None, None)
         else:
             connection = await scope.resource(self, self._connect)
             try:
