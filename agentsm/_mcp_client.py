@@ -14,7 +14,10 @@ from typing import Any
 
 from .types import McpServerSpec
 
-__all__ = ["Connection", "field", "http_transport", "reason", "session", "text"]
+__all__ = ["Connection", "broken", "field", "http_transport", "reason", "session", "text"]
+
+_CONNECTION_CLOSED = -32000
+"""The JSON-RPC error code the SDK gives a request whose connection closed (1.x and 2.x)."""
 
 _CLOSE_WAIT = 10.0
 """How long closing a connection waits for the server to wind down before it is cancelled."""
@@ -104,6 +107,15 @@ class Connection:
             task.cancel()
             with contextlib.suppress(BaseException):
                 await task
+
+
+def broken(e: BaseException) -> bool:
+    """Whether a failed call means the connection is gone; an error the server answered with
+    (a JSON-RPC error with its own code) leaves the connection, and the server's state, as is."""
+    code = getattr(e, "code", None)
+    if code is None:
+        code = getattr(getattr(e, "error", None), "code", None)
+    return not isinstance(code, int) or code == _CONNECTION_CLOSED
 
 
 def reason(e: BaseException) -> str:

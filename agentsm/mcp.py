@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from ._mcp_client import Connection, field, reason, session, text
+from ._mcp_client import Connection, broken, field, reason, session, text
 from ._scope import current_scope
 from ._sync import run_sync
 from .errors import BuildError, McpServerUnavailable
@@ -214,8 +214,9 @@ class McpServer:
             connection = await scope.resource(self, self._connect)
             try:
                 result = await connection.client.call_tool(tool, args)
-            except Exception:
-                await scope.discard(self)  # it may be broken: the next call connects again
+            except Exception as e:
+                if broken(e):
+                    await scope.discard(self)  # the next call connects again
                 raise
         said = text(result)
         if field(result, "is_error", "isError"):
