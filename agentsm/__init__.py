@@ -20,6 +20,7 @@ from .errors import (
     HumanInputRequired,
     InvalidTransition,
     LlmDeadlineExceeded,
+    McpServerUnavailable,
     NoHandlerForState,
     OwnershipViolation,
     SafetyCapExceeded,
@@ -31,6 +32,7 @@ from .facts import UnknownFact
 from .frozen import FrozenDict, FrozenList, thaw
 from .history import History
 from .llm import LlmCaller, MockLlmCaller
+from .mcp import McpServer
 from .memory import AgentMemory, apply, fold
 from .outputs import (
     AgentOutput,
@@ -54,6 +56,7 @@ from .types import (
     ApprovalRequest,
     HistoryEntry,
     LlmResponse,
+    McpServerSpec,
     ParentCall,
     State,
     TokenBudget,
@@ -96,6 +99,9 @@ __all__ = [
     "LlmCaller",
     "LlmDeadlineExceeded",
     "LlmResponse",
+    "McpServer",
+    "McpServerSpec",
+    "McpServerUnavailable",
     "MockLlmCaller",
     "NoHandlerForState",
     "OwnershipViolation",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 import re
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -27,10 +27,12 @@ from .custom import (
 from .engine import AgentEngine
 from .errors import BuildError
 from .llm.base import LlmCaller, llm_settings
+from .mcp import McpServer, attached_tools, resolve_tools
 from .redaction import Hook, Redactor
 from .skills import READ_SKILL_TOOL, SkillSet
 from .states import AgentState, default_handlers
 from .tools import Tool, ToolRegistry, tool
+from .trace import decode
 from .transitions import TransitionTable, build_transition_table
 from .types import AgentConfig, ParentCall, TokenBudget, as_state
 
@@ -109,6 +111,8 @@ class AgentBuilder:
         self._skills = SkillSet()
         self._parent_call: ParentCall | None = None
         self._facts: dict[str, tuple[str, Any]] = {}  # kind -> (part, initial)
+        self._mcp: list[McpServer] = []
+        self._mcp_recorded: f.RunStarted | None = None
 
     def task_type(self, task_type: str) -> AgentBuilder:
         """The task type: the key for model selection in `config.models`."""
@@ -185,7 +189,7 @@ class AgentBuilder:
 
     @property
     def tools(self) -> ToolRegistry:
-        """The tools registered so far."""
+        """The tools registered so far (MCP servers' tools join them at `build()`)."""
         return self._tools
 
     def blacklist_tool(self, name: str) -> AgentBuilder:
@@ -393,6 +397,60 @@ class AgentBuilder:
         or attach opened it)."""
         return self._store if isinstance(self._store, EventStore) else None
 
+    def mcp_server_stdio(
+        self,
+        cmd: str,
+        args: Sequence[str] = (),
+        env: Mapping[str, str] | None = None,
+        *,
+        name: str | None = None,
+        prefix: str = "",
+        timeout: float = 30.0,
+    ) -> AgentBuilder:
+        """Offer the tools of an MCP server started as a child process (`cmd args...`, `env`
+        added to the environment). Its tools are listed at `build()`; the process is started
+        on the run's first call and stopped when the run returns. A tool name the agent has
+        already is refused (a BuildError) unless `prefix` makes it unique; `name` (default:
+        the script or package name) labels the server in the run's definition."""
+        return self.mcp_server(
+            McpServer.stdio(cmd, args, env, name=name, prefix=prefix, timeout=timeout)
+        )
+
+    def mcp_server_http(
+        self,
+        url: str,
+        *,
+        name: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        prefix: str = "",
+        timeout: float = 30.0,
+    ) -> AgentBuilder:
+        """Offer the tools of an MCP server reached over streamable HTTP at `url`, as
+        `mcp_server_stdio` does (`name` defaults to the URL's host and port). Header values
+        are sent, never recorded."""
+        return self.mcp_server(
+            McpServer.http(url, name=name, headers=headers, prefix=prefix, timeout=timeout)
+        )
+
+    def mcp_server(self, server: McpServer) -> AgentBuilder:
+        """Offer the tools of an `McpServer` (what the two methods above build)."""
+        if not isinstance(server, McpServer):
+            raise BuildError(f"mcp_server() takes an McpServer, not {server!r}.")
+        if any(s.name == server.name for s in self._mcp):
+            raise BuildError(
+                f"Two MCP servers are named {server.name!r}; give one another name=..."
+            )
+        self._mcp.append(server)
+        return self
+
+    def mcp_recorded(self, definition: f.RunStarted) -> AgentBuilder:
+        """The definition of the run being replayed or branched (replay passes it): an MCP
+        server that cannot be reached at `build()` then offers the tools this run recorded for
+        it, so a recorded run replays with its servers stopped. A server that is reached is
+        listed as usual, so a server whose tools changed shows as a divergence."""
+        self._mcp_recorded = definition
+        return self
+
     # -- build ----------------------------------------------------------------------------
 
     def build_config(self) -> AgentConfig:
@@ -402,9 +460,16 @@ class AgentBuilder:
             update["models"] = {**self._config.models, **self._models}
         return self._config.model_copy(update=update) if update else self._config
 
+    def build_table(self) -> TransitionTable:
+        """The transition table the agent runs, without building it: no LLM is needed and no
+        MCP server is contacted (for pictures of the agent)."""
+        return self._table if self._table is not None else build_transition_table()
+
     def build(self) -> AgentEngine:
-        """Check everything and make the engine; nothing is recorded until it runs."""
-        llm, table, handlers, store = self._parts()
+        """Check everything and make the engine; nothing is recorded until it runs (the MCP
+        servers' tool lists are read now)."""
+        tools, servers = resolve_tools(self._tools, self._mcp, self._mcp_recorded)
+        llm, table, handlers, store = self._parts(tools)
         redactor = Redactor.of(self._redactions)
         defaults = default_handlers()
         definition = f.RunStarted(
@@ -412,11 +477,11 @@ class AgentBuilder:
             task_type=self._task_type,
             system_prompt=self._system_prompt,
             config=self.build_config(),
-            tools=tuple(self._tools.schemas()),
+            tools=tuple(tools.schemas()),
             blacklisted_tools=tuple(dict.fromkeys(self._blacklist)),
             approval_required=tuple(dict.fromkeys(self._approval_required)),
             budget=self._budget,
-            idempotent_tools=tuple(t.name for t in self._tools if t.idempotent),
+            idempotent_tools=tuple(t.name for t in tools if t.idempotent),
             custom_handlers=tuple(
                 sorted(
                     str(state)
@@ -431,11 +496,12 @@ class AgentBuilder:
             parent_call=self._parent_call,
             custom_facts={k: p for k, (p, _) in sorted(self._facts.items())} or None,
             parts={p: _json(v) for p, v in sorted(self._facts.values())} or None,
+            mcp_servers=servers,
         )
         return AgentEngine(
             store=store,
             definition=definition,
-            tools=self._tools,
+            tools=tools,
             llm=llm,
             table=table,
             handlers=handlers,
@@ -456,12 +522,13 @@ class AgentBuilder:
     def attach(self, run_id: str) -> AgentEngine:
         """An engine continuing run `run_id` of the store from its log, with this builder's
         tools, LLM, table, handlers and approval callback (its task and config come from the
-        log)."""
-        llm, table, handlers, store = self._parts()
+        log; MCP servers offer the tools the run recorded for them)."""
+        tools = attached_tools(self._tools, self._mcp, self._recorded_definition(run_id))
+        llm, table, handlers, store = self._parts(tools)
         return AgentEngine.attach(
             store=store,
             run_id=run_id,
-            tools=self._tools,
+            tools=tools,
             llm=llm,
             table=table,
             handlers=handlers,
@@ -473,8 +540,25 @@ class AgentBuilder:
             values=self._values,
         )
 
+    def _recorded_definition(self, run_id: str) -> f.RunStarted | None:
+        """The run's RunStarted, read only when MCP servers need it (None if unreadable: the
+        engine then says what is wrong with the run)."""
+        if not self._mcp:
+            return None
+        store = self._store
+        if store is None:
+            return None
+        if isinstance(store, str | Path):
+            self._store = store = open_store(store)
+        try:
+            first = store.read(run_id, upto=1)
+            fact = decode(first[0]) if first else None
+        except Exception:
+            return None
+        return fact if isinstance(fact, f.RunStarted) else None
+
     def _parts(
-        self,
+        self, tools: ToolRegistry | None = None
     ) -> tuple[LlmCaller, TransitionTable, dict[str, AgentState], EventStore]:
         if self._llm is None:
             raise BuildError(
@@ -497,7 +581,8 @@ class AgentBuilder:
                         f"does not register. Register it with .fact({kind}, reducer, "
                         "part=..., initial=...)."
                     )
-        missing = [n for n in self._approval_required if not self._tools.has(n)]
+        known = self._tools if tools is None else tools
+        missing = [n for n in self._approval_required if not known.has(n)]
         if missing:
             raise BuildError(
                 f"require_approval names tools that are not registered: {', '.join(missing)}. "

@@ -13,6 +13,7 @@ from typing import Literal, NoReturn
 from eventstore import EventStore, StoredEvent
 
 from . import facts as f
+from ._scope import run_scope
 from ._sync import run_sync
 from .codec import clean_text
 from .context import ApprovalCallback, RunContext, Suspend, ToolRunner, ValueSource
@@ -266,10 +267,13 @@ class AgentEngine:
             token = _text_sink.set(None)
             self._start_clock()
             try:
-                await self._start_driving()
-                while self._recorder.last < seq and await self._tick(lambda output: None) is None:
-                    pass
-                await self._recorder.commit()
+                async with run_scope():  # what the drive opens (MCP sessions) ends with it
+                    await self._start_driving()
+                    while (
+                        self._recorder.last < seq and await self._tick(lambda output: None) is None
+                    ):
+                        pass
+                    await self._recorder.commit()
             finally:
                 _text_sink.reset(token)
         return self.seq
@@ -320,11 +324,12 @@ class AgentEngine:
             token = _text_sink.set(emit)
             self._start_clock()
             try:
-                await self._start_driving()
-                while True:
-                    ending = await self._tick(emit)
-                    if ending is not None:
-                        return ending
+                async with run_scope():  # what the drive opens (MCP sessions) ends with it
+                    await self._start_driving()
+                    while True:
+                        ending = await self._tick(emit)
+                        if ending is not None:
+                            return ending
             finally:
                 _text_sink.reset(token)
 

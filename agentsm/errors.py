@@ -2,6 +2,7 @@
 
 AgentError                   root of everything agentsm raises
 ├── BuildError               setup: the builder or a table was given something unusable
+│   └── McpServerUnavailable an MCP server could not be started or reached
 ├── AgentFailed              the run ended in Error; `.error` holds the recorded reason
 ├── HumanInputRequired       the run waits for a human decision and has no callback
 ├── EngineBusy               an engine was asked to drive its run while it already does
@@ -35,6 +36,7 @@ __all__ = [
     "HumanInputRequired",
     "InvalidTransition",
     "LlmDeadlineExceeded",
+    "McpServerUnavailable",
     "NoHandlerForState",
     "OwnershipViolation",
     "SafetyCapExceeded",
@@ -49,6 +51,24 @@ class AgentError(Exception):
 
 class BuildError(AgentError):
     """The agent could not be built; the message names what is missing and how to add it."""
+
+
+class McpServerUnavailable(BuildError):
+    """An MCP server could not be started or reached (or did not answer in time); `server` is
+    its name, `reason` what went wrong."""
+
+    def __init__(self, server: str, where: str, reason: str) -> None:
+        self.server = server
+        self.reason = reason
+        check = (
+            "that an MCP server listens at that URL"
+            if where.startswith("http")
+            else "that the command starts the server when run by hand (it waits on stdin)"
+        )
+        super().__init__(
+            f"MCP server {server!r} ({where}) could not be reached: {reason}. Check {check}; "
+            "a recorded run replays without it."
+        )
 
 
 class AgentFailed(AgentError):

@@ -23,6 +23,7 @@ from .types import (
     AgentConfig,
     HistoryEntry,
     LlmResponse,
+    McpServerSpec,
     ParentCall,
     State,
     TokenBudget,
@@ -112,6 +113,8 @@ class RunStarted(_Fact):
     into (`AgentBuilder.fact`); None when it registered none."""
     parts: JsonObject | None = None
     """The initial value of each user-declared part of memory, by name."""
+    mcp_servers: tuple[McpServerSpec, ...] = ()
+    """The MCP servers whose tools the run offers (their schemas are in `tools`)."""
 
 
 class StepStarted(_Fact):

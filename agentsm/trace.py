@@ -207,9 +207,11 @@ def summarize(fact: Fact) -> str:
     match fact:
         case f.RunStarted():
             skills = f" skills={len(fact.skills)}" if fact.skills else ""
+            servers = ",".join(s.name for s in fact.mcp_servers)
+            mcp = f" mcp={servers}" if servers else ""
             text = (
                 f"task={_short(fact.task, 50)!r} type={fact.task_type} tools={len(fact.tools)}"
-                f"{skills}"
+                f"{skills}{mcp}"
             )
             link = fact.parent_call
             return text if link is None else f"sub-agent of {link.run_id}@{link.seq} {text}"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -16,6 +16,7 @@ __all__ = [
     "HistoryEntry",
     "LlmResponse",
     "ParentCall",
+    "McpServerSpec",
     "State",
     "TokenBudget",
     "TokenUsage",
@@ -291,3 +292,19 @@ class ParentCall(_Frozen):
     def __repr__(self) -> str:
         where = f"step={self.step}, position={self.position}"
         return f"ParentCall({self.run_id}@{self.seq}, {self.tool!r}, {where})"
+
+
+class McpServerSpec(_Frozen):
+    """An MCP server as a run's definition records it: how it was reached and the names of the
+    tools it offered (their schemas are among the run's tools). Values of environment variables
+    and HTTP headers are not recorded, only their names: they often hold secrets."""
+
+    name: str
+    transport: Literal["stdio", "http"]
+    command: str = ""
+    args: tuple[str, ...] = ()
+    url: str = ""
+    env: tuple[str, ...] = ()
+    headers: tuple[str, ...] = ()
+    prefix: str = ""
+    tools: tuple[str, ...] = ()

@@ -144,7 +144,7 @@ def start_branch(
     if llm_response is not None:
         later = [llm_response, *later[1:]]
     first = ToolOutcome.ok(tool_result) if isinstance(tool_result, str) else tool_result
-    agent.llm(RecordedLlm(later, then=llm)).store(store)
+    agent.llm(RecordedLlm(later, then=llm)).store(store).mcp_recorded(parent.definition)
     live = agent.build()  # the builder's own tools and approval callback, for what is not recorded
     tools = [  # what the parent's later tool runs reported (a stop or a timeout is not served)
         e

@@ -247,7 +247,8 @@ def branch(
         changed = config_arg(config, recorded.config)
     llm = None
     if live and make is not None:
-        llm = make(Recording.load(store, run_id).definition.task).build().llm
+        agent = make(Recording.load(store, run_id).definition.task)
+        llm = agent.llm_caller or agent.build().llm  # without listing MCP tools, if it has one
     ran_live: list[ToolCall] = []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", UnusedChange)

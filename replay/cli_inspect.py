@@ -305,7 +305,7 @@ def graph(run: str | None, out_file: str | None, builder: str | None) -> None:
         path = path_of(e.fact for e in recording.entries)
         title = f"run {recording.run_id}: the path it took"
         task = recording.definition.task
-    table = make(task).build().table if make is not None else build_transition_table()
+    table = make(task).build_table() if make is not None else build_transition_table()
     if not out_file or out_file.endswith((".mmd", ".md")):
         text = to_mermaid(table, path)
         if out_file:

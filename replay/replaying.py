@@ -95,6 +95,7 @@ def _replay(
         isinstance(e.fact, f.UnknownFact) and e.event in FACTS.versions for e in recording.entries
     ):
         recording = Recording.load(store, run_id)  # the builder registered the user's facts
+    agent.mcp_recorded(definition)  # MCP servers that are not running offer recorded tools
     scratch = SQLiteEventStore(":memory:")
     own = agent.llm_caller  # the user's LLM, if the builder sets one: its settings count
     settings = llm_settings(own) if own is not None else definition.llm

@@ -14,6 +14,7 @@ import eventstore
 from agentsm import AgentBuilder, BuildError, State
 from agentsm.catalog import backfill
 from agentsm.facts import RunStarted
+from agentsm.mcp import McpServer
 from agentsm.skills import SkillSet
 from agentsm.subagent import SubAgentTool
 from agentsm.trace import decode
@@ -176,7 +177,10 @@ def recorded_builder(definition: RunStarted, run_id: str = "") -> AgentBuilder:
         .system_prompt(definition.system_prompt)
         .config(definition.config)
     )
+    served = {name for spec in definition.mcp_servers for name in spec.tools}
     for schema in definition.tools:
+        if schema.name in served:
+            continue  # offered by its recorded MCP server below, which is never contacted
         builder.tool(
             schema.name,
             schema.description,
@@ -184,6 +188,10 @@ def recorded_builder(definition: RunStarted, run_id: str = "") -> AgentBuilder:
             _unavailable(schema.name),
             idempotent=schema.name in definition.idempotent_tools,
         )
+    schemas = {s.name: s for s in definition.tools}
+    for spec in definition.mcp_servers:
+        tools = [schemas[name] for name in spec.tools if name in schemas]
+        builder.mcp_server(McpServer.recorded(spec, tools))
     for name in definition.blacklisted_tools:
         builder.blacklist_tool(name)
     for name in definition.approval_required:

@@ -56,6 +56,7 @@ def _isort_style(name: str) -> tuple[int, str]:
 def test_contract_names_are_exported_and_all_is_sorted() -> None:
     assert CONTRACT <= set(agentsm.__all__)
     assert {"Skill", "SkillSet", "ContextEstimate", "estimate_request"} <= set(agentsm.__all__)
+    assert {"McpServer", "McpServerSpec", "McpServerUnavailable"} <= set(agentsm.__all__)
     assert {"replay_run", "branch_run", "resume_run", "memory_at", "assert_replays"} <= set(
         replay.__all__
     )

@@ -254,7 +254,7 @@ def run_recorded(
         ]
     )
     return drive(
-        builder or _recorded_agent(definition),
+        (lambda t: builder(t).mcp_recorded(definition)) if builder else _recorded_agent(definition),
         definition.config,
         definition.budget,
         changed.script,

@@ -314,8 +314,14 @@ def drive(
     answers = iter(decisions)
     agent = configured(task).llm(MockLlmCaller(list(script)))
     agent.on_approval(lambda request: next(answers, True))
-    agent.tool_runner(runner(agent.tools))
+    served: list[ToolRunner] = []
+
+    async def serve(call: ToolCall) -> ToolOutcome:
+        return await served[0](call)
+
+    agent.tool_runner(serve)
     engine = agent.build()
+    served.append(runner(engine.tools))  # the built agent's tools: an MCP server's among them
     returned = watch_handlers(engine)
     observed, outcome, escaped = run_engine(engine)
     return AgentRun(

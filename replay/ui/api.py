@@ -106,7 +106,7 @@ def diagram(viewer: ViewerDep, run: str) -> dict[str, Any]:
     table = None
     recording = Recording.load(viewer.store, run)
     if viewer.builder is not None:
-        table = viewer.builder(recording.definition.task).build().table
+        table = viewer.builder(recording.definition.task).build_table()
     return views.diagram_of(recording, table)
 
 
