@@ -10,6 +10,7 @@ for it and find it done. To evolve the schema, append `(next version, name, stat
 
 from __future__ import annotations
 
+import hashlib
 import time
 from typing import Any
 
@@ -18,10 +19,27 @@ from psycopg import sql
 
 from .errors import NotAnEventLog, SchemaVersionError
 
-__all__ = ["CHANNEL", "LATEST", "MIGRATIONS", "migrate", "schema_version"]
+__all__ = ["CHANNEL", "LATEST", "MIGRATIONS", "channel", "migrate", "schema_version"]
 
 CHANNEL = "agentsm_events"
-"""The channel an insert into `events` NOTIFYs, with the run id as payload."""
+"""The channel every schema's inserts into `events` NOTIFY, with the run id as payload (kept for
+readers older than `channel`)."""
+
+
+def channel(schema: str) -> str:
+    """The channel only `schema`'s inserts NOTIFY: a watcher of one log is not woken by the
+    appends of another log in the same database."""
+    return f"{CHANNEL}_{hashlib.md5(schema.encode()).hexdigest()[:16]}"
+
+
+_NOTIFY_PER_SCHEMA = f"""CREATE OR REPLACE FUNCTION events_notify() RETURNS trigger
+    LANGUAGE plpgsql AS $$
+    BEGIN
+        PERFORM pg_notify('{CHANNEL}_' || left(md5(TG_TABLE_SCHEMA), 16), run_id),
+            pg_notify('{CHANNEL}', run_id)
+        FROM (SELECT DISTINCT run_id FROM inserted) AS r;
+        RETURN NULL;
+    END $$"""
 
 _INITIAL = [
     """CREATE TABLE runs (
@@ -105,6 +123,7 @@ _INITIAL = [
 
 MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (1, "initial", _INITIAL),
+    (2, "notify per schema", [_NOTIFY_PER_SCHEMA]),
 ]
 LATEST = MIGRATIONS[-1][0]
 

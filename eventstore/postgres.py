@@ -24,7 +24,7 @@ from .errors import (
 )
 from .pg_connections import Conn, Connections
 from .pg_leases import Leases
-from .pg_schema import CHANNEL, LATEST, migrate, schema_version
+from .pg_schema import LATEST, channel, migrate, schema_version
 from .pg_url import DEFAULT_SCHEMA, check_schema_name, redact, split_schema
 from .records import NewEvent, RunRecord, RunSummary, StoredEvent
 from .sqlite import DURABILITY, Durability
@@ -455,7 +455,7 @@ class PostgresEventStore:
         """Block up to `timeout` seconds until some run of the store may have new events (True)
         or the time is up (False), by LISTENing to the channel the events table NOTIFYs. The
         first call starts listening and returns True at once: what came before, read it."""
-        return self._db.wait_for_notify(CHANNEL, timeout)
+        return self._db.wait_for_notify(channel(self.schema), timeout)
 
     # -- settings and lifetime ---------------------------------------------------------------
 

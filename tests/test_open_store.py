@@ -15,6 +15,7 @@ import pytest
 
 from agentsm import LlmResponse
 from eventstore import (
+    NewEvent,
     NotAnEventLog,
     PostgresEventStore,
     SchemaVersionError,
@@ -160,3 +161,33 @@ def test_the_builder_records_into_a_postgresql_url(server: str, schema: str) -> 
     with closing(open_store(url, create=False, read_only=True)) as store:
         record = store.run(engine.run_id)
         assert record.status == "done" and store.verify(engine.run_id).ok
+
+
+def test_a_watcher_wakes_for_its_own_schema_only(server: str, schema: str) -> None:
+    other = f"{schema}_b"
+    mine = PostgresEventStore(server, schema=schema)
+    theirs = PostgresEventStore(server, schema=other)
+    try:
+        mine.wait_for_append(0)  # listening from here on
+        theirs.create_run("r", "task", events=[NewEvent("A", "{}", "{}", 0.0, 1)])
+        assert mine.wait_for_append(0.2) is False  # another log's append is not ours
+        mine.create_run("r", "task", events=[NewEvent("A", "{}", "{}", 0.0, 1)])
+        assert mine.wait_for_append(10) is True
+    finally:
+        mine.close()
+        theirs.close()
+        drop_schema(server, other)
+
+
+def test_a_version_1_schema_is_brought_up_to_date(server: str, schema: str) -> None:
+    PostgresEventStore(server, schema=schema).close()
+    with psycopg.connect(server, autocommit=True) as conn:  # as an older agentsm left it
+        conn.execute(f"DELETE FROM {schema}.eventstore_migrations WHERE version > 1")
+    store = PostgresEventStore(server, schema=schema)
+    with psycopg.connect(server, autocommit=True) as conn:
+        rows = conn.execute(f"SELECT version FROM {schema}.eventstore_migrations").fetchall()
+    assert sorted(r[0] for r in rows) == list(range(1, LATEST + 1))
+    store.wait_for_append(0)
+    store.create_run("r", "task", events=[NewEvent("A", "{}", "{}", 0.0, 1)])
+    assert store.wait_for_append(10) is True
+    store.close()
