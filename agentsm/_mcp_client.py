@@ -8,9 +8,10 @@ import asyncio
 import contextlib
 import importlib
 import json
+import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
-from typing import Any
+from typing import Any, TextIO
 
 from .types import McpServerSpec
 
@@ -36,7 +37,7 @@ async def session(
             params = sdk.StdioServerParameters(
                 command=spec.command, args=list(spec.args), env=env or None
             )
-            transport = stdio.stdio_client(params)
+            transport = stdio.stdio_client(params, errlog=_errlog())
         else:
             transport = http_transport(spec.url, headers)
         if hasattr(sdk, "Client"):  # 2.x
@@ -46,6 +47,18 @@ async def session(
         session = await stack.enter_async_context(sdk.ClientSession(streams[0], streams[1]))
         await session.initialize()
         yield session
+
+
+def _errlog() -> TextIO:
+    """Where a stdio server's stderr goes: ours, or the process's own when ours is not a file
+    (a Jupyter kernel's stream, a redirect to StringIO), since a child process needs a file."""
+    for stream in (sys.stderr, sys.__stderr__):
+        try:
+            if stream is not None and stream.fileno() >= 0:
+                return stream
+        except (OSError, ValueError):  # io.UnsupportedOperation, or a closed stream
+            continue
+    return sys.stderr
 
 
 @contextlib.asynccontextmanager

@@ -586,6 +586,224 @@ print(engine.run())
     code("server.shutdown()"),
 ]
 
+EXTENDING = [
+    md("""
+# 7. Extending agents: MCP tools, a sub-agent, your own facts, a context window
+
+One agent writes a voyage report from a ship's log. It reads the log through an **MCP server**'s
+tool, follows a **skill**, hands a claim to a **sub-agent**, records a **fact of its own** after
+every step, and reads more than its small **context window** holds. Each of these is recorded
+in the log as facts, folded into memory, shown in the trace, and replayed offline: at the end
+the server is gone and the run still replays identical, its child too.
+"""),
+    md("""
+First the outside world: a tiny MCP server written with the `mcp` SDK's server API (its one tool
+returns a chapter of 40 lines), and a skill, a `SKILL.md` the agent may read on demand:
+"""),
+    code("""
+import sys
+from pathlib import Path
+
+SERVER = r\'\'\'
+try:  # mcp 2.x
+    from mcp.server.mcpserver import MCPServer
+except ImportError:  # mcp 1.x calls it FastMCP
+    from mcp.server.fastmcp import FastMCP as MCPServer
+
+server = MCPServer("library", log_level="WARNING")
+
+
+@server.tool()
+def read_chapter(n: int) -> str:
+    \"\"\"Read chapter n of the ship's log, one line per entry.\"\"\"
+    return "\\n".join(f"chapter {n}, entry {i}: the wind held from the west." for i in range(40))
+
+
+server.run("stdio")
+\'\'\'
+Path("library_server.py").write_text(SERVER)
+
+Path("skills/ship-report").mkdir(parents=True, exist_ok=True)
+_ = Path("skills/ship-report/SKILL.md").write_text(\'\'\'---
+name: ship-report
+description: How to write a voyage report from the ship's log.
+---
+Read every chapter, have the main claim checked, then answer in one sentence.
+\'\'\')
+"""),
+    md("""
+A fact of our own: after every step a custom `Citing` state records a `SourceCited` (which tool
+gave what). The state declares the facts it may record (`records`); the reducer folds each one
+into a part of memory named `sources`. The table sends `Observing --Continue-->` through it:
+"""),
+    code("""
+from typing import Literal
+
+from agentsm import CustomFact, build_transition_table
+
+
+class SourceCited(CustomFact):
+    \"\"\"A source the agent read, cited after the step that read it.\"\"\"
+
+    kind: Literal["SourceCited"] = "SourceCited"
+    step: int
+    tool: str
+    first_line: str
+
+
+def cite(sources, fact):  # pure: the part before, one fact -> the part after
+    return (*sources, f"step {fact.step}: {fact.tool} -> {fact.first_line}")
+
+
+class CitingState:
+    name = "Citing"
+    emits = frozenset({"Cited"})
+    records = frozenset({SourceCited})  # the only fact this state may record
+
+    async def handle(self, ctx):
+        last = ctx.memory.history[-1]
+        ctx.record(SourceCited(step=last.step, tool=last.tool.name,
+                               first_line=last.observation.splitlines()[0]))
+        return "Cited"
+
+
+table = (build_transition_table()
+         .without_rows(("Observing", "Continue"))
+         .with_rows({("Observing", "Continue"): "Citing", ("Citing", "Cited"): "Planning"}))
+"""),
+    md("""
+The sub-agent: a fact checker with its own prompt, its own tool, its own scripted LLM and a
+step limit of 3. To the parent it is one tool, `fact_checker(task)`, whose observation is the
+child's answer:
+"""),
+    code("""
+from agentsm import AgentBuilder, LlmResponse, MockLlmCaller, tool
+
+
+@tool
+def lookup(term: str) -> str:
+    \"\"\"Look a term up in the harbour almanac.\"\"\"
+    return {"west wind": "The west wind prevails at these latitudes."}.get(term, "not in the almanac")
+
+
+def checker(task):
+    return (AgentBuilder(task)
+            .system_prompt("You check one claim against the almanac.")
+            .llm(MockLlmCaller([LlmResponse.tool_call("lookup", {"term": "west wind"}),
+                                LlmResponse.final_answer("Confirmed: the west wind prevails here.")]))
+            .tool(lookup)
+            .max_steps(3))
+"""),
+    md("""
+The agent puts it all together. Its context window is 2000 tokens (200 kept for the answer),
+far less than six chapters of 40 lines: before a request that would not fit, the run compacts
+its history (old tool outputs cut to 5 lines) instead of failing with "context length exceeded".
+The scripted LLM reads the skill, six chapters, asks the checker, and answers:
+"""),
+    code("""
+from agentsm import AgentConfig
+
+
+def make_agent(task):
+    script = [LlmResponse.tool_call("read_skill", {"name": "ship-report"})]
+    script += [LlmResponse.tool_call("read_chapter", {"n": n}) for n in range(1, 7)]
+    script.append(LlmResponse.tool_call("fact_checker", {"task": "Does the west wind prevail here?"}))
+    script.append(lambda memory, tools, model: LlmResponse.final_answer(
+        f"Six chapters of west wind, and the checker agrees: {memory.history[-1].observation}"))
+    return (AgentBuilder(task)
+            .system_prompt("You write voyage reports from the ship's log.")
+            .llm(MockLlmCaller(script))
+            .mcp_server_stdio(sys.executable, ["library_server.py"])
+            .skills("skills")
+            .subagent("fact_checker", "Have a claim checked against the almanac.", checker)
+            .transitions(table)
+            .handler("Citing", CitingState())
+            .fact(SourceCited, cite, part="sources", initial=[])
+            .config(AgentConfig(max_steps=20, reflect_every_n_steps=0, context_window=2000,
+                                context_reserve=200, tool_output_max_lines=5))
+            .store("voyage.db"))
+
+
+engine = make_agent("Write a report of the voyage.").run_id("voyage").build()
+print("tools:", engine.tools.names())
+print("MCP servers in the run's definition:",
+      [(server.name, server.transport, server.tools) for server in engine.definition.mcp_servers])
+print(engine.run())
+print(engine.current_state(), "after", engine.memory.step, "steps")
+"""),
+    md("""
+The custom facts, folded into the user part of memory `sources`. Memory is still the fold of
+the log: rebuilt from the database file, it is the same, parts included:
+"""),
+    code("""
+from agentsm import AgentMemory
+from eventstore import SQLiteEventStore
+
+for line in engine.memory.part("sources"):
+    print(line)
+memory, state = AgentMemory.rebuild(SQLiteEventStore("voyage.db"), "voyage")
+print(state, memory == engine.memory)
+"""),
+    md("""
+The compactions: each `ContextCompacted` records exactly which outputs were cut, so a fold, a
+replay or a branch sees the same history. The run went on and finished; an old chapter is now
+its first five lines:
+"""),
+    code("""
+from agentsm import facts as f
+
+for fact in engine.trace().facts():
+    if isinstance(fact, (f.ContextLimitReached, f.ContextCompacted)):
+        print(fact)
+print(engine.memory.history[1].observation)
+"""),
+    md("""
+The whole run, fact by fact: the MCP server in `RunStarted`, the skill read, each MCP call, the
+custom state recording `SourceCited`, the compactions in `Reflecting`, and the sub-agent call:
+"""),
+    code("engine.trace().print()"),
+    md("""
+The family: the child ran in the same store as a run of its own, linked to the parent's call
+(`voyage-8-0`: the call at step 8, position 0), as `agentsm --db voyage.db runs --tree` shows:
+"""),
+    code("""
+import subprocess
+
+tree = subprocess.run([sys.executable, "-m", "replay", "--db", "voyage.db", "runs", "--tree"],
+                      capture_output=True, text=True)
+print(tree.stdout)
+"""),
+    code("""
+from agentsm.trace import Trace
+
+Trace.load(engine.store, "voyage-8-0").print()
+"""),
+    md("""
+Now the MCP server goes away: its process ended with the run, and its script is deleted, so
+none can start. Replay serves the recorded LLM answers, MCP results, skill read and the child's
+answer from the log, while the server's recorded tool list stands in for the server; with
+`children=True` it replays the child against its own recording too:
+"""),
+    code("""
+from replay import replay_run
+
+Path("library_server.py").unlink()
+
+print(replay_run("voyage.db", "voyage", make_agent).identical)
+report = replay_run("voyage.db", "voyage", make_agent, children=True)
+print(report.identical, [(child.run_id, child.identical) for child in report.children])
+print(report)
+"""),
+    md("""
+The server's tool list is part of the run's definition. A server that comes back changed (here, its
+tool described in other words) shows as a definition change at seq 1 of the replay:
+"""),
+    code("""
+Path("library_server.py").write_text(SERVER.replace("one line per entry", "one entry a line"))
+print(replay_run("voyage.db", "voyage", make_agent))
+"""),
+]
+
 NOTEBOOKS = {
     "01_quickstart.ipynb": QUICKSTART,
     "02_record_and_replay.ipynb": RECORD_REPLAY,
@@ -593,6 +811,7 @@ NOTEBOOKS = {
     "04_property_testing.ipynb": PROPERTY,
     "05_human_in_the_loop.ipynb": HUMAN,
     "06_providers.ipynb": PROVIDERS,
+    "07_extending_agents.ipynb": EXTENDING,
 }
 
 

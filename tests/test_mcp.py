@@ -414,3 +414,25 @@ def test_a_recorded_server_is_never_contacted() -> None:
         .tools.execute("add", {"a": 1, "b": 2})
     )
     assert not outcome.success and "only its recorded results" in outcome.observation
+
+
+def test_a_stdio_server_starts_where_sys_stderr_is_not_a_file() -> None:
+    # as in a Jupyter kernel whose stderr is a stream of its own, or output redirected to a
+    # StringIO: the server's stderr goes to the process's own, and the run uses the server
+    script = f"""
+import contextlib, io, sys
+from agentsm import AgentBuilder, LlmResponse, MockLlmCaller
+
+script = [LlmResponse.tool_call("add", {{"a": 2, "b": 3}}),
+          LlmResponse.final_answer("2 + 3 = 5, says the server.")]
+with contextlib.redirect_stderr(io.StringIO()):
+    engine = (AgentBuilder("2 + 3").mcp_server_stdio(sys.executable, [{str(SERVER)!r}])
+              .llm(MockLlmCaller(script)).build())
+    engine.run()
+print(engine.memory.history[0].observation)
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "SUCCESS: 5"

@@ -23,7 +23,7 @@ def _maker() -> object:
     return module
 
 
-def test_the_six_notebooks_are_there() -> None:
+def test_the_seven_notebooks_are_there() -> None:
     assert NAMES == [
         "01_quickstart.ipynb",
         "02_record_and_replay.ipynb",
@@ -31,6 +31,7 @@ def test_the_six_notebooks_are_there() -> None:
         "04_property_testing.ipynb",
         "05_human_in_the_loop.ipynb",
         "06_providers.ipynb",
+        "07_extending_agents.ipynb",
     ]
 
 
@@ -64,3 +65,19 @@ def test_the_property_testing_notebook_plants_its_bug_through_public_api() -> No
     assert any(r in outputs for r in reasons)  # failed runs come with why they ended in Error
     assert "the handler of Verifying returned Recheck, but the table has no row" in outputs
     assert "builder=make_buggy_agent" in outputs
+
+
+def test_the_extending_notebook_shows_each_capability_recorded_and_replayed() -> None:
+    committed = nbformat.read(NOTEBOOKS / "07_extending_agents.ipynb", as_version=4)
+    outputs = "\n".join(
+        str(o.get("text", "")) + str(o.get("data", {}).get("text/plain", ""))
+        for c in committed.cells
+        for o in c.get("outputs", [])
+    )
+    assert "('library_server', 'stdio', ('read_chapter',))" in outputs  # the MCP server's tools
+    assert "step 8: fact_checker -> SUCCESS: Confirmed" in outputs  # the custom part of memory
+    assert "ContextCompacted" in outputs and "cut to fit the context window" in outputs
+    assert "Done after 9 steps" in outputs  # the run compacted and finished
+    assert "↳ voyage-8-0" in outputs  # the sub-agent run under its parent
+    assert "sub-agent run voyage-8-0: identical" in outputs  # replayed with the server gone
+    assert "definition changed at seq 1" in outputs  # a changed server is a divergence
