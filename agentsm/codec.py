@@ -18,7 +18,7 @@ import dataclasses
 import json
 import math
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from types import NoneType, UnionType
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
@@ -207,6 +207,10 @@ class FactCodec:
         # no discriminated union is searched
         self.upcasters: dict[tuple[str, int], Upcaster] = {}
         self._plain = {m: checks for m in models if (checks := _plain(m)) is not None}
+        self._enveloped: dict[str, dict[str, str]] = {
+            k: dict(held) for k, m in self.models.items() if (held := getattr(m, "enveloped", {}))
+        }
+        """Per kind, the fields the envelope's metadata holds (field: metadata key)."""
 
     def register(self, kind: str, version: int) -> Callable[[Upcaster], Upcaster]:
         """Decorator: `func` turns `kind` at `version` into `kind` at `version + 1`."""
@@ -221,13 +225,24 @@ class FactCodec:
         """The version of `kind` that this code writes."""
         return self.versions[kind]
 
-    def encode(self, fact: BaseModel) -> str:
+    def encode(self, fact: BaseModel, meta: Mapping[str, Any] | None = None) -> str:
         """The fact as JSON text, after checking that it decodes to the same fact. The kind
         (the event names it) and fields that are None are left out, decoding restores them;
-        where it would not (a None whose default is not None), every field is written."""
+        where it would not (a None whose default is not None), every field is written. Given
+        the envelope's metadata, the fields it holds (the kind's `enveloped`) are left out
+        where they are equal: `decode` with the same metadata restores them."""
         kind = str(getattr(fact, "kind", type(fact).__name__))
+        left_out = _KIND
+        held = self._enveloped.get(kind) if meta is not None else None
+        if held:
+            values = fact.__dict__
+            same = {k for k, m in held.items() if m in meta and meta[m] == values.get(k)}  # type: ignore[operator,index]
+            if same:
+                left_out = _KIND | same
+        else:
+            meta = None
         try:
-            text = fact.model_dump_json(exclude_none=True, exclude=_KIND)
+            text = fact.model_dump_json(exclude_none=True, exclude=left_out)
         except ValueError:  # pydantic's serialization errors derive from ValueError
             found = value_problem(fact, kind) or f"{kind} cannot be written as JSON"
             raise UnrecordableFact(kind, found) from None
@@ -236,7 +251,7 @@ class FactCodec:
             values = fact.__dict__
             if all(check(values[name]) for name, check in plain):
                 return text
-        back = self._back(kind, text)
+        back = self._back(kind, text, meta)
         if back == fact:
             return text
         text = fact.model_dump_json()  # every field, None included
@@ -248,18 +263,40 @@ class FactCodec:
             raise UnrecordableFact(kind, problem or f"{kind} does not read back as written")
         return text
 
-    def _back(self, kind: str, text: str) -> Any:
+    def _back(self, kind: str, text: str, meta: Mapping[str, Any] | None = None) -> Any:
         """The fact `text` decodes to as `kind`, or None when it does not decode."""
         validate = self._json.get(kind)
         try:
+            if meta is not None:
+                return self._python[kind](self._restored(kind, json.loads(text), meta))
             return validate(text) if validate is not None else None
         except ValidationError:
             return None
 
+    def _restored(self, kind: str, data: Any, meta: Mapping[str, Any]) -> Any:
+        """A payload's data with the fields the envelope holds put back where it left them."""
+        if isinstance(data, dict):
+            for name, key in self._enveloped[kind].items():
+                if name not in data and key in meta:
+                    data[name] = meta[key]
+        return data
+
+    def enveloped(self, kind: str) -> bool:
+        """Whether facts of `kind` may leave fields to the envelope (decode them with `meta`)."""
+        return kind in self._enveloped
+
     def decode(
-        self, payload: str, kind: str, version: int = 1, *, run_id: str = "", seq: int = 0
+        self,
+        payload: str,
+        kind: str,
+        version: int = 1,
+        *,
+        run_id: str = "",
+        seq: int = 0,
+        meta: Mapping[str, Any] | None = None,
     ) -> Any:
-        """The fact stored as `payload` at `version`, upcast to the current version of `kind`.
+        """The fact stored as `payload` at `version`, upcast to the current version of `kind`;
+        `meta` (the envelope's metadata) gives back the fields the payload left to it.
 
         Raises `FactVersionTooNew` for a version newer than this code, `UnreadableFact` for
         anything else that cannot be decoded; both name the run, the seq and the kind."""
@@ -268,8 +305,9 @@ class FactCodec:
             raise UnreadableFact(run_id, seq, kind, f"this agentsm knows no fact kind {kind!r}")
         if version > current:
             raise FactVersionTooNew(run_id, seq, kind, version, current)
+        held = meta is not None and kind in self._enveloped
         try:
-            if version == current:
+            if version == current and not held:
                 return self._json[kind](payload)
             data = json.loads(payload)
             for step in range(version, current):
@@ -279,6 +317,8 @@ class FactCodec:
                         run_id, seq, kind, f"no upcaster turns version {step} into {step + 1}"
                     )
                 data = upcast(data)
+            if held:
+                data = self._restored(kind, data, meta)  # type: ignore[arg-type]
             return self._python[kind](data)
         except (ValidationError, ValueError, KeyError, TypeError) as e:
             reason = e.errors()[0]["msg"] if isinstance(e, ValidationError) else repr(e)

@@ -31,7 +31,16 @@ from .types import (
 if TYPE_CHECKING:
     from eventstore import EventStore
 
-__all__ = ["AgentMemory", "apply", "fold", "fold_with_state", "initial_memory", "scan"]
+__all__ = [
+    "AgentMemory",
+    "apply",
+    "as_stored",
+    "fold",
+    "fold_with_state",
+    "initial_memory",
+    "scan",
+    "with_call",
+]
 
 
 class AgentMemory(BaseModel):
@@ -74,6 +83,9 @@ class AgentMemory(BaseModel):
     blacklisted_tools: frozenset[str] = frozenset()
     approval_required: frozenset[str] = frozenset()
     patches: frozenset[str] = frozenset()
+    own_calls: tuple[ToolCall, ...] = ()
+    """The calls handlers ran this step that are not planned (their own), in the order they
+    started: they take the places after the planned calls (see `call_at`)."""
 
     @field_serializer("blacklisted_tools", "approval_required", "patches", when_used="json")
     def _sorted(self, names: frozenset[str]) -> list[str]:
@@ -128,6 +140,41 @@ class AgentMemory(BaseModel):
     def interrupted(self) -> tuple[int, ...]:
         """Positions of unfinished calls that were started: the process stopped while they ran."""
         return tuple(i for i in self.unfinished() if i in self.started)
+
+    def start_position(self, call: ToolCall) -> int | None:
+        """The planned position a call about to start takes, None when it is not a planned
+        call: the first planned call equal to it with no result that has not started, else
+        the oldest started one (run again after a stop)."""
+        done = {r.index for r in self.results}
+        same = [
+            i
+            for i, planned in enumerate(self.planned_calls)
+            if i not in done and (planned is call or planned == call)
+        ]
+        fresh = next((i for i in same if i not in self.started), None)
+        if fresh is not None:
+            return fresh
+        return next((i for i in self.started if i in same), None)
+
+    def result_position(self, call: ToolCall) -> int | None:
+        """The planned position a result for `call` belongs to, None when it is not a planned
+        call: the oldest started call equal to it with no result, else the first such call."""
+        done = {r.index for r in self.results}
+        same = [
+            i
+            for i, planned in enumerate(self.planned_calls)
+            if i not in done and (planned is call or planned == call)
+        ]
+        return next((i for i in self.started if i in same), same[0] if same else None)
+
+    def call_at(self, index: int) -> ToolCall | None:
+        """The call at place `index` of this step: a planned call, else (past the plan) a
+        handler's own; None when there is none."""
+        planned = len(self.planned_calls)
+        if 0 <= index < planned:
+            return self.planned_calls[index]
+        own = index - planned
+        return self.own_calls[own] if 0 <= own < len(self.own_calls) else None
 
     def decision_targets(self, decisions: Iterable[f.Decision]) -> tuple[int | None, ...]:
         """The position each decision applies to, in order: its `index` when it names a waiting
@@ -243,6 +290,45 @@ def apply(memory: AgentMemory, fact: Any) -> AgentMemory:
 @singledispatch
 def _reduce(fact: Any, memory: AgentMemory) -> AgentMemory:
     raise TypeError(f"apply() does not know the fact {fact!r}; add a reducer for its type.")
+
+
+def with_call(fact: Any, memory: AgentMemory) -> Any:
+    """A ToolCallStarted or ToolExecuted with both its place (`index`) and its `call` filled in,
+    from `memory`, the memory just before it (the log names a call by its place; a log from
+    before version 2 wrote the call and left its place to the fold); any other fact as it is."""
+    if not isinstance(fact, f.ToolCallStarted | f.ToolExecuted):
+        return fact
+    if fact.index is not None:
+        if fact.call is not None:
+            return fact
+        call = memory.call_at(fact.index)
+        return fact if call is None else fact.model_copy(update={"call": call})
+    if fact.call is None:
+        return fact
+    planned = len(memory.planned_calls)
+    place: int | None
+    if isinstance(fact, f.ToolCallStarted):
+        position = memory.start_position(fact.call)
+        place = position if position is not None else planned + len(memory.own_calls)
+    else:
+        position = memory.result_position(fact.call)
+        own = next((k for k, c in enumerate(memory.own_calls) if c == fact.call), None)
+        place = position if position is not None else None if own is None else planned + own
+    return fact if place is None else fact.model_copy(update={"index": place})
+
+
+def as_stored(fact: Any, memory: AgentMemory) -> Any:
+    """The fact as the log writes it, given `memory` just before it (the inverse of
+    `with_call`): a call its place names in `memory` is left out."""
+    if (
+        isinstance(fact, f.ToolCallStarted | f.ToolExecuted)
+        and fact.index is not None
+        and fact.call is not None
+        and (isinstance(fact, f.ToolExecuted) or fact.index < len(memory.planned_calls))
+        and memory.call_at(fact.index) == fact.call
+    ):
+        return fact.model_copy(update={"call": None})
+    return fact
 
 
 def initial_memory(fact: f.RunStarted) -> AgentMemory:

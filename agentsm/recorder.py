@@ -12,8 +12,8 @@ from eventstore import AsyncAppend, EventStore, NewEvent, RunSummary, StoreError
 from .catalog import summary_of
 from .codec import value_problem
 from .errors import OwnershipViolation, UnrecordableFact
-from .facts import FACTS, OWNERS, Fact
-from .memory import AgentMemory, apply
+from .facts import FACTS, OWNERS, Fact, ToolCallStarted
+from .memory import AgentMemory, apply, with_call
 from .redaction import Redactor
 from .types import State, ToolCall
 
@@ -74,20 +74,32 @@ class Recorder:
         changes nothing."""
         if self.redactor is not None:
             fact = self.redactor.fact(fact)
-        owners = OWNERS.get(fact.kind)
+        kind = fact.kind
+        owners = OWNERS.get(kind)
         if owners is not None and state in _BUILTIN and state not in owners:
-            raise OwnershipViolation(state, fact.kind, owners)
-        payload = FACTS.encode(fact)
+            raise OwnershipViolation(state, kind, owners)
+        before = self.memory
+        memory = apply(before, fact)  # pure: dropped if the fact cannot be recorded
+        step = memory.step
+        envelope = {"state": state, "step": step} if FACTS.enveloped(kind) else None
+        payload = FACTS.encode(fact, envelope)
         problem = value_problem(metrics, "metrics") if metrics else None
         if problem:
-            raise UnrecordableFact(fact.kind, problem)
-        self.memory = apply(self.memory, fact)
-        meta = encode_meta(state, self.memory.step, metrics)
-        self._pending.append(
-            NewEvent(fact.kind, payload, meta, self.clock(), FACTS.version(fact.kind))
-        )
-        for observer in self.observers:
-            observer(self.seq + len(self._pending), state, fact, self.memory)
+            raise UnrecordableFact(kind, problem)
+        self.memory = memory
+        meta = encode_meta(state, step, metrics)
+        self._pending.append(NewEvent(kind, payload, meta, self.clock(), FACTS.version(kind)))
+        if self.observers:
+            shown = with_call(fact, before)  # a call named by its place, shown in full
+            for observer in self.observers:
+                observer(self.seq + len(self._pending), state, shown, memory)
+
+    def as_recorded(self, call: ToolCall) -> ToolCall:
+        """The call as the log would hold it (through the agent's redaction hooks)."""
+        if not self.redactor:
+            return call
+        shown = self.redactor.fact(ToolCallStarted(index=None, call=call)).call
+        return shown if shown is not None else call
 
     def reveal(self, call: ToolCall, ordinal: int = 0) -> ToolCall:
         """The call with the real arguments its recorded (redacted) form stands for."""

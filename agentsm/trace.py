@@ -13,9 +13,20 @@ from eventstore import EventStore, StoredEvent
 
 from . import facts as f
 from .facts import FACTS, Fact
+from .memory import AgentMemory, apply, initial_memory, with_call
 from .tables import Column, render_table, styles_wanted, terminal_width
 
-__all__ = ["TRACE_COLUMNS", "Trace", "TraceEntry", "decode", "decoded", "read_events", "summarize"]
+__all__ = [
+    "TRACE_COLUMNS",
+    "FullCalls",
+    "Trace",
+    "TraceEntry",
+    "decode",
+    "decoded",
+    "read_events",
+    "summarize",
+    "with_calls",
+]
 
 TRACE_COLUMNS = (
     Column("seq", "right"),
@@ -49,7 +60,12 @@ def decode(event: StoredEvent) -> Fact:
     """The fact stored in one event of the log, at the current version of its kind;
     `UnreadableFact` (or `FactVersionTooNew`) names the run, seq and kind it cannot decode."""
     fact: Fact = FACTS.decode(
-        event.payload, event.kind, event.version, run_id=event.run_id, seq=event.seq
+        event.payload,
+        event.kind,
+        event.version,
+        run_id=event.run_id,
+        seq=event.seq,
+        meta=event.meta,
     )
     return fact
 
@@ -61,18 +77,49 @@ share one fact (a run records the same few transitions thousands of times)."""
 
 def decoded(events: Iterable[StoredEvent]) -> Iterator[tuple[StoredEvent, Fact]]:
     """Each event with its fact (see `decode`), a short payload met before decoded once."""
-    memo: dict[tuple[str, int, str], Fact] = {}
+    memo: dict[tuple[str, int, str, Any], Fact] = {}
     for event in events:
         if len(event.payload) > _SHARED:
             yield event, decode(event)
             continue
-        key = (event.kind, event.version, event.payload)
+        meta = event.meta
+        held = (meta.get("state"), meta.get("step")) if FACTS.enveloped(event.kind) else None
+        key = (event.kind, event.version, event.payload, held)
         fact = memo.get(key)
         if fact is None:
             if len(memo) >= _CHUNK:
                 memo.clear()
             fact = memo[key] = decode(event)
         yield event, fact
+
+
+class FullCalls:
+    """Folds one run's facts as they are read, from its RunStarted, and gives each back with
+    a tool call named by its place given in full too (see `agentsm.memory.with_call`); facts
+    met before a RunStarted are given as they are."""
+
+    def __init__(self) -> None:
+        self.memory: AgentMemory | None = None
+
+    def __call__(self, fact: Fact) -> Fact:
+        memory = self.memory
+        if memory is None:
+            if isinstance(fact, f.RunStarted):
+                self.memory = initial_memory(fact)
+            return fact
+        shown: Fact = with_call(fact, memory)
+        self.memory = apply(memory, shown)
+        return shown
+
+    def __repr__(self) -> str:
+        return f"FullCalls(step={self.memory.step if self.memory else None})"
+
+
+def with_calls(pairs: Iterable[tuple[StoredEvent, Fact]]) -> Iterator[tuple[StoredEvent, Fact]]:
+    """Each event with its fact, a tool call named by its place given in full (`FullCalls`)."""
+    full = FullCalls()
+    for event, fact in pairs:
+        yield event, full(fact)
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,7 +191,7 @@ class Trace:
     def load(cls, store: EventStore, run_id: str, *, upto: int | None = None) -> Trace:
         """The trace of `run_id` as the store holds it (up to seq `upto`)."""
         events = read_events(store, run_id, upto=upto)
-        return cls(run_id, [TraceEntry.of(e, fact) for e, fact in decoded(events)])
+        return cls(run_id, [TraceEntry.of(e, fact) for e, fact in with_calls(decoded(events))])
 
     def entries(self) -> list[TraceEntry]:
         """All entries, in sequence order."""
@@ -225,9 +272,12 @@ def summarize(fact: Fact) -> str:
         case f.HumanDecided():
             return ", ".join(f"{d.call_id}={d.verdict}" for d in fact.decisions)
         case f.ToolCallStarted():
+            if fact.call is None:
+                return f"call #{fact.index}"
             return f"{fact.call.name}({_short(fact.call.args, 40)})"
         case f.ToolExecuted():
-            return f"{fact.call.name} -> {_short(fact.observation)}"
+            name = fact.call.name if fact.call is not None else f"call #{fact.index}"
+            return f"{name} -> {_short(fact.observation)}"
         case f.ObservationCommitted():
             return f"{len(fact.entries)} entries"
         case f.HistoryCompressed():

@@ -8,7 +8,7 @@ from functools import cached_property
 from agentsm import ToolCall, ToolOutcome
 from agentsm import facts as f
 from agentsm.memory import apply, initial_memory
-from agentsm.trace import TraceEntry, decoded, read_events
+from agentsm.trace import TraceEntry, decoded, read_events, with_calls
 from eventstore import EventStore, RunRecord
 
 from .errors import SeqOutOfRange
@@ -26,6 +26,13 @@ class ToolEffect:
     call: ToolCall
     outcome: ToolOutcome | None
     pinned: bool = False
+
+
+def _call(fact: f.ToolCallStarted | f.ToolExecuted) -> ToolCall:
+    """The call a fact read through `with_calls` names (it always gives it)."""
+    if fact.call is None:
+        raise ValueError(f"{fact.kind} names the call at place {fact.index}, and the run has none")
+    return fact.call
 
 
 @dataclass(frozen=True)
@@ -51,7 +58,7 @@ class Recording:
         """Read a run (up to seq `upto`) from the store."""
         record = store.run(resolve_run(store, run_id))
         events = read_events(store, record.run_id, upto=upto)
-        return cls(record, tuple(TraceEntry.of(e, fact) for e, fact in decoded(events)))
+        return cls(record, tuple(TraceEntry.of(e, x) for e, x in with_calls(decoded(events))))
 
     @property
     def run_id(self) -> str:
@@ -86,7 +93,7 @@ class Recording:
         """Every tool run the run started, in order, with its outcome.
 
         A batch's starts are committed together and the results it got follow them in call
-        order, so results pair with the last starts of a block that are the same calls. A start
+        order; a result pairs with the last start of the block at its place. A start
         without a result never reported (the process stopped, or the call was abandoned after
         its timeout): its outcome is None, and a replay stops there too, keeping the batch's
         other results, and goes on as the recorded run did (run again if idempotent, else a
@@ -108,12 +115,13 @@ class Recording:
             k = j
             while k < len(facts) and isinstance(facts[k], f.ToolExecuted):
                 k += 1
-            calls = [x.call for x in facts[i:j] if isinstance(x, f.ToolCallStarted)]
+            starts = [x for x in facts[i:j] if isinstance(x, f.ToolCallStarted)]
+            calls = [_call(x) for x in starts]
             outcomes: list[ToolOutcome | None] = [None] * len(calls)
             paired = [False] * len(calls)
             s = len(calls) - 1
             for x in reversed([x for x in facts[j:k] if isinstance(x, f.ToolExecuted)]):
-                while s >= 0 and calls[s] != x.call:
+                while s >= 0 and starts[s].index != x.index:
                     s -= 1
                 if s < 0:
                     break

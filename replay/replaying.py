@@ -5,9 +5,8 @@ from __future__ import annotations
 from agentsm import AgentEngine, AgentFailed, EngineError, HumanInputRequired
 from agentsm import facts as f
 from agentsm._sync import run_sync
-from agentsm.facts import FACTS
 from agentsm.llm.base import llm_settings
-from agentsm.trace import TraceEntry, read_events
+from agentsm.trace import TraceEntry, decoded, read_events, with_calls
 from eventstore import EventStore, SQLiteEventStore
 
 from .effects import (
@@ -86,23 +85,10 @@ def replay_run(
 
 
 def _replayed(scratch: EventStore, recording: Recording) -> list[TraceEntry]:
-    """The replayed run's entries. A fact stored as the very text its recorded counterpart
-    encodes to is that fact (the codec reads every fact back as written): it is not decoded
-    again, and compares equal at once."""
-    recorded = recording.entries
-    entries = []
-    for i, event in enumerate(read_events(scratch, recording.run_id)):
-        expected = recorded[i].fact if i < len(recorded) else None
-        if (
-            expected is not None
-            and expected.kind == event.kind
-            and event.version == FACTS.version(event.kind)
-            and expected.model_dump_json() == event.payload
-        ):
-            entries.append(TraceEntry.of(event, expected))
-        else:
-            entries.append(TraceEntry.from_stored(event))
-    return entries
+    """The replayed run's entries, read as the recording was (calls named by their place
+    given in full)."""
+    events = read_events(scratch, recording.run_id)
+    return [TraceEntry.of(e, fact) for e, fact in with_calls(decoded(events))]
 
 
 def _last_kind(store: EventStore, run_id: str) -> str:

@@ -124,7 +124,7 @@ def _event(run: _Run, item: dict[str, Any]) -> NewEvent:
         if not isinstance(text, str) or json.loads(text) != item.get("payload"):
             raise ValueError("payload_text is not the text of the fact's payload")
         payload = text
-    FACTS.decode(payload, kind, version, run_id=run.run_id, seq=seq)  # it must read back
+    FACTS.decode(payload, kind, version, run_id=run.run_id, seq=seq, meta=item["meta"])
     if seq == 1 and kind != "RunStarted":
         raise ValueError(f"run {run.run_id} begins with {kind}, not RunStarted")
     given = item.get("hash")
