@@ -233,9 +233,9 @@ class AgentMemory(BaseModel):
     @classmethod
     def rebuild(cls, store: EventStore, run_id: str) -> tuple[AgentMemory, str]:
         """Memory and state of a run, rebuilt from its log alone."""
-        from .trace import decoded, read_events
+        from .trace import fold_log
 
-        return fold_with_state(fact for _, fact in decoded(read_events(store, run_id)))
+        return fold_log(store, run_id)
 
     def __repr__(self) -> str:
         return (

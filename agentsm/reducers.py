@@ -33,6 +33,11 @@ def _unchanged(fact: Any, memory: AgentMemory) -> AgentMemory:
     return memory
 
 
+def keeps_memory(kind: type) -> bool:
+    """Whether facts of this type leave memory as it is (a fold need not decode them)."""
+    return _reduce.dispatch(kind) is _unchanged
+
+
 for _kind in (
     f.LlmRequested,
     f.LlmFailed,

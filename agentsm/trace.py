@@ -9,12 +9,14 @@ from dataclasses import dataclass, field
 from sys import intern
 from typing import IO, Any
 
-from eventstore import EventStore, StoredEvent
+from eventstore import EventStore, PayloadReader, StoredEvent
 
 from . import facts as f
 from .facts import FACTS, Fact
 from .memory import AgentMemory, apply, initial_memory, with_call
+from .reducers import keeps_memory
 from .tables import Column, render_table, styles_wanted, terminal_width
+from .types import State, as_state
 
 __all__ = [
     "TRACE_COLUMNS",
@@ -23,6 +25,7 @@ __all__ = [
     "TraceEntry",
     "decode",
     "decoded",
+    "fold_log",
     "read_events",
     "summarize",
     "with_calls",
@@ -91,6 +94,79 @@ def decoded(events: Iterable[StoredEvent]) -> Iterator[tuple[StoredEvent, Fact]]
                 memo.clear()
             fact = memo[key] = decode(event)
         yield event, fact
+
+
+def _meta(meta: str | dict[str, Any]) -> dict[str, Any]:
+    found = json.loads(meta) if isinstance(meta, str) else meta
+    return found if isinstance(found, dict) else {}
+
+
+def _rows(store: EventStore, run_id: str) -> Iterator[tuple[int, str, int, str, Any]]:
+    """The run's events as (seq, kind, version, payload, meta as text or parsed), in order, a
+    few thousand at a time; bare rows where the store reads them so."""
+    if not isinstance(store, PayloadReader):
+        for e in read_events(store, run_id):
+            yield e.seq, e.kind, e.version, e.payload, e.meta
+        return
+    after = 0
+    while True:
+        chunk = store.read_payloads(run_id, after=after, upto=after + _CHUNK)
+        if not chunk:  # seqs have no gaps: the end
+            return
+        yield from chunk
+        after = chunk[-1][0]
+
+
+def fold_log(store: EventStore, run_id: str) -> tuple[AgentMemory, str]:
+    """Memory and state of a run folded from its log, decoding only what the fold needs:
+    facts that leave memory as it is are not decoded (only checked to be of a kind and
+    version this code reads), a transition gives its target, and a short payload met before
+    is decoded once."""
+    memory: AgentMemory | None = None
+    state: str = State.Idle
+    memo: dict[tuple[str, int, str], Any] = {}
+    targets: dict[tuple[int, str], str] = {}
+    skip: dict[str, bool] = {}
+    for seq, kind, version, payload, meta in _rows(store, run_id):
+        if memory is None:
+            first = FACTS.decode(payload, kind, version, run_id=run_id, seq=seq, meta=_meta(meta))
+            if not isinstance(first, f.RunStarted):
+                raise ValueError(
+                    f"A run's log must begin with RunStarted, not {first!r}; this is not a "
+                    "complete run."
+                )
+            memory = initial_memory(first)
+            continue
+        if kind == "Transitioned":
+            target = targets.get((version, payload))
+            if target is None:
+                moved = FACTS.decode(
+                    payload, kind, version, run_id=run_id, seq=seq, meta=_meta(meta)
+                )
+                target = targets[(version, payload)] = as_state(moved.to_state)
+            state = target
+            continue
+        leave = skip.get(kind)
+        if leave is None:
+            model = FACTS.models.get(kind)
+            leave = skip[kind] = model is not None and keeps_memory(model)
+        if leave:
+            if version > FACTS.versions[kind]:
+                FACTS.decode(payload, kind, version, run_id=run_id, seq=seq)  # raises
+            continue
+        if FACTS.enveloped(kind):
+            fact = FACTS.decode(payload, kind, version, run_id=run_id, seq=seq, meta=_meta(meta))
+        elif len(payload) <= _SHARED:
+            key = (kind, version, payload)
+            fact = memo.get(key)
+            if fact is None:
+                fact = memo[key] = FACTS.decode(payload, kind, version, run_id=run_id, seq=seq)
+        else:
+            fact = FACTS.decode(payload, kind, version, run_id=run_id, seq=seq)
+        memory = apply(memory, fact)
+    if memory is None:
+        raise ValueError(f"Run {run_id} has no facts; this is not a complete run.")
+    return memory, state
 
 
 class FullCalls:

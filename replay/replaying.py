@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agentsm import AgentEngine, AgentFailed, EngineError, HumanInputRequired
+from agentsm import AgentEngine, AgentFailed, AgentMemory, EngineError, HumanInputRequired
 from agentsm import facts as f
 from agentsm._sync import run_sync
 from agentsm.llm.base import llm_settings
@@ -46,7 +46,7 @@ def replay_run(
         if builder is not None
         else recorded_builder(definition, recording.run_id)
     )
-    scratch = SQLiteEventStore(":memory:")
+    scratch = SQLiteEventStore(":memory:", threaded=False)  # used by this thread alone
     own = agent.llm_caller  # the user's LLM, if the builder sets one: its settings count
     settings = llm_settings(own) if own is not None else definition.llm
     agent.llm(RecordedLlm(recording.llm_outcomes, settings=settings))
@@ -60,6 +60,8 @@ def replay_run(
     agent.patches(recording.patches.__contains__)  # old runs replay their old code paths
     agent.values(RecordedValues([d for _, d in recording.draws], strict=True))
     engine = agent.build()
+    seen = _Seen()
+    engine.observe(seen)
     notes = [e for e in recording.entries if isinstance(e.fact, f.RunBranched)]
     last = recording.run.last_seq
     while True:
@@ -78,10 +80,31 @@ def replay_run(
         if scratch.run(recording.run_id).last_seq >= last:
             break  # ... or it was never resumed
         engine = agent.attach(recording.run_id)
-    replayed = _replayed(scratch, recording)
+        engine.observe(seen)
+    replayed = seen.entries(scratch.run(recording.run_id).last_seq) or _replayed(scratch, recording)
     if not recording.finished:
         replayed = replayed[: len(recording.entries)]  # the recording says nothing past its end
     return compare_runs(recording.run_id, recording.entries, replayed)
+
+
+class _Seen:
+    """The facts the replay recorded, as its engines record them: what a fact reads back as
+    is the fact itself (the codec checks it), so the log need not be read and decoded again.
+    A fact recorded again after a replayed crash replaces the one the crash lost."""
+
+    def __init__(self) -> None:
+        self._facts: dict[int, TraceEntry] = {}
+
+    def __call__(self, seq: int, state: str, fact: f.Fact, memory: AgentMemory) -> None:
+        self._facts[seq] = TraceEntry(seq, memory.step, state, fact.kind, 0.0, fact, {})
+
+    def entries(self, last: int) -> list[TraceEntry] | None:
+        """The entries of seqs 1 to `last` (the scratch log's end), None if one is missing."""
+        found = [self._facts.get(seq) for seq in range(1, last + 1)]
+        return None if None in found else found  # type: ignore[return-value]
+
+    def __repr__(self) -> str:
+        return f"_Seen({len(self._facts)} facts)"
 
 
 def _replayed(scratch: EventStore, recording: Recording) -> list[TraceEntry]:
