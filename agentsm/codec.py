@@ -120,13 +120,20 @@ def _check(annotation: Any) -> Check | None:
     return None
 
 
+def _is_none(value: Any) -> bool:
+    return value is None
+
+
 def _accepts_none(annotation: Any) -> bool:
     return get_origin(annotation) in (Union, UnionType) and NoneType in get_args(annotation)
 
 
-def _plain(model: type[BaseModel]) -> tuple[tuple[str, Check], ...] | None:
+def _plain(
+    model: type[BaseModel], *, while_none: bool = False
+) -> tuple[tuple[str, Check], ...] | None:
     """The exact checks of a model's fields when all are plain and nothing can change a value
-    as it is read back (no validator, no constraint, no alias), else None."""
+    as it is read back (no validator, no constraint, no alias), else None. `while_none`: a
+    field that is not plain but may be None (its default) counts as plain while it is None."""
     decorators = model.__pydantic_decorators__
     hooks = (getattr(decorators, f.name) for f in dataclasses.fields(decorators))
     settings = set(model.model_config) - {"frozen", "extra"}  # others may change a value
@@ -135,6 +142,8 @@ def _plain(model: type[BaseModel]) -> tuple[tuple[str, Check], ...] | None:
     checks = []
     for name, info in model.model_fields.items():
         check = _check(info.annotation)
+        if check is None and while_none and _accepts_none(info.annotation) and info.default is None:
+            check = _is_none
         shaped = info.metadata or info.alias or info.serialization_alias or info.default_factory
         none_lost = info.is_required() or info.default is not None  # a None left out comes
         # back as the default: exact only when that is None (a value never is None otherwise)
@@ -207,6 +216,13 @@ class FactCodec:
         # no discriminated union is searched
         self.upcasters: dict[tuple[str, int], Upcaster] = {}
         self._plain = {m: checks for m in models if (checks := _plain(m)) is not None}
+        self._plain_while_none = {
+            m: checks
+            for m in models
+            if m not in self._plain and (checks := _plain(m, while_none=True)) is not None
+        }
+        """Kinds with fields that are not plain but are often None (a call named by its place
+        leaves `call` None): checked by their values' types while those hold None."""
         self._enveloped: dict[str, dict[str, str]] = {
             k: dict(held) for k, m in self.models.items() if (held := getattr(m, "enveloped", {}))
         }
@@ -246,7 +262,7 @@ class FactCodec:
         except ValueError:  # pydantic's serialization errors derive from ValueError
             found = value_problem(fact, kind) or f"{kind} cannot be written as JSON"
             raise UnrecordableFact(kind, found) from None
-        plain = self._plain.get(type(fact))
+        plain = self._plain.get(type(fact)) or self._plain_while_none.get(type(fact))
         if plain is not None:
             values = fact.__dict__
             if all(check(values[name]) for name, check in plain):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -34,7 +35,23 @@ def encode_meta(state: str, step: int, metrics: dict[str, Any] | None = None) ->
         if len(_STATE_JSON) < 1000:  # the states of the tables in use
             _STATE_JSON[state] = name
     meta = f'{{"state":{name},"step":{step}'
-    return meta + (f',"metrics":{json.dumps(metrics, separators=(",", ":"))}}}' if metrics else "}")
+    return meta + (f',"metrics":{_metrics_json(metrics)}}}' if metrics else "}")
+
+
+def _metrics_json(metrics: dict[str, Any]) -> str:
+    """Measurements as compact JSON; written by hand for the usual few finite numbers."""
+    parts = []
+    for key, value in metrics.items():
+        kind = type(value)
+        if not (kind is int or (kind is float and math.isfinite(value))) or type(key) is not str:
+            return json.dumps(metrics, separators=(",", ":"))
+        name = _STATE_JSON.get(key)
+        if name is None:
+            name = json.dumps(key)
+            if len(_STATE_JSON) < 1000:
+                _STATE_JSON[key] = name
+        parts.append(f"{name}:{value!r}")
+    return "{" + ",".join(parts) + "}"
 
 
 class Recorder:
