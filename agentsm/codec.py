@@ -87,11 +87,13 @@ def value_problem(value: Any, path: str = "value") -> str | None:
     return f"{path} is a {type(value).__name__} ({_show(value)}), which JSON cannot hold"
 
 
-_KIND = {"kind"}
+_KIND = frozenset({"kind"})
 """What `encode` leaves out of every payload: the event names the kind."""
 
 Check = Callable[[Any], bool]
 """Whether a field's value is one JSON gives back exactly, as its type says."""
+
+_TEXTS = 4096  # plain facts' texts kept for reuse, at most
 
 _INTS = 2**53  # beyond this, other JSON readers lose digits: the full check decides
 
@@ -223,6 +225,8 @@ class FactCodec:
         }
         """Kinds with fields that are not plain but are often None (a call named by its place
         leaves `call` None): checked by their values' types while those hold None."""
+        self._texts: dict[tuple[Any, ...], str] = {}
+        """The texts of plain facts met before (a run records the same transitions often)."""
         self._enveloped: dict[str, dict[str, str]] = {
             k: dict(held) for k, m in self.models.items() if (held := getattr(m, "enveloped", {}))
         }
@@ -257,12 +261,26 @@ class FactCodec:
                 left_out = _KIND | same
         else:
             meta = None
+        plain = self._plain.get(type(fact))
+        key: tuple[Any, ...] | None = None
+        if plain is not None:  # its text depends on its values alone: written once per value
+            values = fact.__dict__
+            if all(check(values[name]) for name, check in plain):
+                key = (type(fact), left_out, *values.values())
+                known = self._texts.get(key)
+                if known is not None:
+                    return known
         try:
-            text = fact.model_dump_json(exclude_none=True, exclude=left_out)
+            text = fact.model_dump_json(exclude_none=True, exclude=left_out)  # type: ignore[arg-type]
         except ValueError:  # pydantic's serialization errors derive from ValueError
             found = value_problem(fact, kind) or f"{kind} cannot be written as JSON"
             raise UnrecordableFact(kind, found) from None
-        plain = self._plain.get(type(fact)) or self._plain_while_none.get(type(fact))
+        if key is not None:
+            if len(self._texts) >= _TEXTS:
+                self._texts.clear()
+            self._texts[key] = text
+            return text
+        plain = self._plain_while_none.get(type(fact))
         if plain is not None:
             values = fact.__dict__
             if all(check(values[name]) for name, check in plain):

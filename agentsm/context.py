@@ -76,7 +76,7 @@ SUSPEND = Suspend()
 def _plain(call: ToolCall) -> ToolCall:
     """The call with a plain copy of its (read-only) arguments, for an effect to use as it
     likes: what was recorded cannot change through it."""
-    return call.model_copy(update={"args": thaw(call.args)})
+    return ToolCall.model_construct(name=call.name, args=thaw(call.args), id=call.id)
 
 
 _ENGINE_FACTS = frozenset({"RunStarted", "Transitioned", "RunBranched", "RunAborted"})

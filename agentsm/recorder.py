@@ -35,16 +35,19 @@ def encode_meta(state: str, step: int, metrics: dict[str, Any] | None = None) ->
         if len(_STATE_JSON) < 1000:  # the states of the tables in use
             _STATE_JSON[state] = name
     meta = f'{{"state":{name},"step":{step}'
-    return meta + (f',"metrics":{_metrics_json(metrics)}}}' if metrics else "}")
+    if not metrics:
+        return meta + "}"
+    text = _metrics_text(metrics) or json.dumps(metrics, separators=(",", ":"))
+    return f'{meta},"metrics":{text}}}'
 
 
-def _metrics_json(metrics: dict[str, Any]) -> str:
-    """Measurements as compact JSON; written by hand for the usual few finite numbers."""
+def _metrics_text(metrics: dict[str, Any]) -> str | None:
+    """Measurements that are a few finite numbers as compact JSON (None for anything else)."""
     parts = []
     for key, value in metrics.items():
         kind = type(value)
         if not (kind is int or (kind is float and math.isfinite(value))) or type(key) is not str:
-            return json.dumps(metrics, separators=(",", ":"))
+            return None
         name = _STATE_JSON.get(key)
         if name is None:
             name = json.dumps(key)
@@ -100,9 +103,10 @@ class Recorder:
         step = memory.step
         envelope = {"state": state, "step": step} if FACTS.enveloped(kind) else None
         payload = FACTS.encode(fact, envelope)
-        problem = value_problem(metrics, "metrics") if metrics else None
-        if problem:
-            raise UnrecordableFact(kind, problem)
+        if metrics and _metrics_text(metrics) is None:
+            problem = value_problem(metrics, "metrics")
+            if problem:
+                raise UnrecordableFact(kind, problem)
         self.memory = memory
         meta = encode_meta(state, step, metrics)
         self._pending.append(NewEvent(kind, payload, meta, self.clock(), FACTS.version(kind)))
