@@ -25,6 +25,7 @@ __all__ = [
     "TraceEntry",
     "decode",
     "decoded",
+    "entries",
     "fold_log",
     "read_events",
     "summarize",
@@ -101,16 +102,20 @@ def _meta(meta: str | dict[str, Any]) -> dict[str, Any]:
     return found if isinstance(found, dict) else {}
 
 
-def _rows(store: EventStore, run_id: str) -> Iterator[tuple[int, str, int, str, Any]]:
-    """The run's events as (seq, kind, version, payload, meta as text or parsed), in order, a
-    few thousand at a time; bare rows where the store reads them so."""
+def _rows(
+    store: EventStore, run_id: str, upto: int | None = None
+) -> Iterator[tuple[int, str, int, str, Any, float]]:
+    """The run's events up to seq `upto` as (seq, kind, version, payload, meta as text or
+    parsed, recorded_at), in order, a few thousand at a time; bare rows where the store reads
+    them so."""
     if not isinstance(store, PayloadReader):
-        for e in read_events(store, run_id):
-            yield e.seq, e.kind, e.version, e.payload, e.meta
+        for e in read_events(store, run_id, upto=upto):
+            yield e.seq, e.kind, e.version, e.payload, e.meta, e.recorded_at
         return
     after = 0
-    while True:
-        chunk = store.read_payloads(run_id, after=after, upto=after + _CHUNK)
+    while upto is None or after < upto:
+        end = after + _CHUNK if upto is None else min(upto, after + _CHUNK)
+        chunk = store.read_payloads(run_id, after=after, upto=end)
         if not chunk:  # seqs have no gaps: the end
             return
         yield from chunk
@@ -127,7 +132,7 @@ def fold_log(store: EventStore, run_id: str) -> tuple[AgentMemory, str]:
     memo: dict[tuple[str, int, str], Any] = {}
     targets: dict[tuple[int, str], str] = {}
     skip: dict[str, bool] = {}
-    for seq, kind, version, payload, meta in _rows(store, run_id):
+    for seq, kind, version, payload, meta, _ in _rows(store, run_id):
         if memory is None:
             first = FACTS.decode(payload, kind, version, run_id=run_id, seq=seq, meta=_meta(meta))
             if not isinstance(first, f.RunStarted):
@@ -167,6 +172,47 @@ def fold_log(store: EventStore, run_id: str) -> tuple[AgentMemory, str]:
     if memory is None:
         raise ValueError(f"Run {run_id} has no facts; this is not a complete run.")
     return memory, state
+
+
+def entries(
+    store: EventStore, run_id: str, *, upto: int | None = None, calls: FullCalls | None = None
+) -> Iterator[TraceEntry]:
+    """The trace entries of a run (up to seq `upto`), in order, each tool call given in full
+    (through `calls`, whose memory is then the memory after the entry given last): as
+    `Trace.load` reads them, decoding a short payload (and envelope) met before once."""
+    full = calls if calls is not None else FullCalls()
+    facts: dict[tuple[str, int, str, Any], Fact] = {}
+    metas: dict[str, tuple[int, str, dict[str, Any] | None]] = {}
+    for seq, kind, version, payload, meta, at in _rows(store, run_id, upto):
+        text = meta if isinstance(meta, str) else None
+        envelope = metas.get(text) if text is not None else None
+        if envelope is None:
+            parsed = _meta(meta)
+            metrics = parsed.get("metrics")
+            envelope = (
+                int(parsed.get("step", 0)),
+                intern(str(parsed.get("state", ""))),
+                metrics if isinstance(metrics, dict) else None,
+            )
+            if text is not None:
+                if len(metas) >= _CHUNK:
+                    metas.clear()
+                metas[text] = envelope
+        step, state, metrics = envelope
+        held = (state, step) if FACTS.enveloped(kind) else None
+        key = (kind, version, payload, held)
+        fact = facts.get(key) if len(payload) <= _SHARED else None
+        if fact is None:
+            envelope_meta = {"state": state, "step": step} if held else None
+            fact = FACTS.decode(payload, kind, version, run_id=run_id, seq=seq, meta=envelope_meta)
+            if len(payload) <= _SHARED:
+                if len(facts) >= _CHUNK:
+                    facts.clear()
+                facts[key] = fact
+        shown = full(fact)
+        yield TraceEntry(
+            seq, step, state, intern(kind), at, shown, dict(metrics) if metrics else {}
+        )
 
 
 class FullCalls:
@@ -266,8 +312,7 @@ class Trace:
     @classmethod
     def load(cls, store: EventStore, run_id: str, *, upto: int | None = None) -> Trace:
         """The trace of `run_id` as the store holds it (up to seq `upto`)."""
-        events = read_events(store, run_id, upto=upto)
-        return cls(run_id, [TraceEntry.of(e, fact) for e, fact in with_calls(decoded(events))])
+        return cls(run_id, list(entries(store, run_id, upto=upto)))
 
     def entries(self) -> list[TraceEntry]:
         """All entries, in sequence order."""

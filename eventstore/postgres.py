@@ -372,11 +372,12 @@ class PostgresEventStore:
 
     def read_payloads(
         self, run_id: str, *, after: int = 0, upto: int | None = None
-    ) -> list[tuple[int, str, int, str, str]]:
+    ) -> list[tuple[int, str, int, str, str, float]]:
         """The run's events with `after < seq <= upto`, in order, as (seq, kind, version,
-        payload, meta text) rows: what a fold needs, with nothing parsed (see `PayloadReader`)."""
+        payload, meta text, recorded_at) rows, nothing parsed (see `PayloadReader`)."""
         query = (
-            "SELECT seq, kind, version, payload, meta FROM events WHERE run_id = %s AND seq > %s"
+            "SELECT seq, kind, version, payload, meta, recorded_at FROM events "
+            "WHERE run_id = %s AND seq > %s"
         )
         args: list[Any] = [run_id, after]
         if upto is not None:

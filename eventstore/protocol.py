@@ -130,11 +130,12 @@ class AsyncAppend(Protocol):
 @runtime_checkable
 class PayloadReader(Protocol):
     """A store that reads a run's events as bare rows, (seq, kind, version, payload, meta
-    text), nothing parsed: a fold decodes only what it needs (both backends are)."""
+    text, recorded_at), nothing parsed: a reader decodes only what it needs (both backends
+    are)."""
 
     def read_payloads(
         self, run_id: str, *, after: int = 0, upto: int | None = None
-    ) -> list[tuple[int, str, int, str, str]]: ...
+    ) -> list[tuple[int, str, int, str, str, float]]: ...
 
 
 @runtime_checkable

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
 from agentsm import ToolCall, ToolOutcome
 from agentsm import facts as f
-from agentsm.memory import apply, initial_memory
-from agentsm.trace import TraceEntry, decoded, read_events, with_calls
+from agentsm.memory import AgentMemory, apply, initial_memory
+from agentsm.trace import FullCalls, TraceEntry, entries
 from eventstore import EventStore, RunRecord
 
 from .errors import SeqOutOfRange
@@ -52,13 +52,24 @@ class Recording:
 
     run: RunRecord
     entries: tuple[TraceEntry, ...]
+    asked: dict[int, AgentMemory] = field(default_factory=dict, repr=False, compare=False)
+    """The memory just before each HumanDecided fact (by seq), kept as the run is read: the
+    calls its decisions apply to (see `decision_groups`)."""
 
     @classmethod
     def load(cls, store: EventStore, run_id: str, *, upto: int | None = None) -> Recording:
-        """Read a run (up to seq `upto`) from the store."""
+        """Read a run (up to seq `upto`) from the store, folding it once."""
         record = store.run(resolve_run(store, run_id))
-        events = read_events(store, record.run_id, upto=upto)
-        return cls(record, tuple(TraceEntry.of(e, x) for e, x in with_calls(decoded(events))))
+        calls = FullCalls()
+        read: list[TraceEntry] = []
+        asked: dict[int, AgentMemory] = {}
+        before = None
+        for entry in entries(store, record.run_id, upto=upto, calls=calls):
+            if isinstance(entry.fact, f.HumanDecided) and before is not None:
+                asked[entry.seq] = before
+            read.append(entry)
+            before = calls.memory
+        return cls(record, tuple(read), asked)
 
     @property
     def run_id(self) -> str:
@@ -139,14 +150,9 @@ class Recording:
         """The human decisions of the run, one group per HumanDecided fact, in order, each
         with the call it decided (found by folding the log up to it)."""
         groups: list[tuple[DecisionEffect, ...]] = []
-        memory = None
         for e in self.entries:
-            if isinstance(e.fact, f.RunStarted):
-                memory = initial_memory(e.fact)
-                continue
-            if memory is None:
-                continue
             if isinstance(e.fact, f.HumanDecided):
+                memory = self.asked.get(e.seq) or self._before(e.seq)
                 targets = memory.decision_targets(e.fact.decisions)
                 groups.append(
                     tuple(
@@ -156,8 +162,16 @@ class Recording:
                         for d, t in zip(e.fact.decisions, targets, strict=True)
                     )
                 )
-            memory = apply(memory, e.fact)
         return tuple(groups)
+
+    def _before(self, seq: int) -> AgentMemory:
+        """The memory just before fact `seq`, folded from the entries."""
+        memory = initial_memory(self.definition)
+        for e in self.entries[1:]:
+            if e.seq >= seq:
+                break
+            memory = apply(memory, e.fact)
+        return memory
 
     @cached_property
     def patches(self) -> frozenset[str]:

@@ -6,7 +6,7 @@ from agentsm import AgentEngine, AgentFailed, AgentMemory, EngineError, HumanInp
 from agentsm import facts as f
 from agentsm._sync import run_sync
 from agentsm.llm.base import llm_settings
-from agentsm.trace import TraceEntry, decoded, read_events, with_calls
+from agentsm.trace import TraceEntry, entries
 from eventstore import EventStore, SQLiteEventStore
 
 from .effects import (
@@ -110,8 +110,7 @@ class _Seen:
 def _replayed(scratch: EventStore, recording: Recording) -> list[TraceEntry]:
     """The replayed run's entries, read as the recording was (calls named by their place
     given in full)."""
-    events = read_events(scratch, recording.run_id)
-    return [TraceEntry.of(e, fact) for e, fact in with_calls(decoded(events))]
+    return list(entries(scratch, recording.run_id))
 
 
 def _last_kind(store: EventStore, run_id: str) -> str:
