@@ -7,12 +7,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from agentsm import AgentBuilder, LlmResponse, MockLlmCaller, ToolCall
+from agentsm import AgentBuilder, AgentMemory, LlmResponse, MockLlmCaller, ToolCall
 from agentsm import facts as f
 from agentsm.memory import fold_with_state
 from agentsm.states import ActingState
 from agentsm.trace import Trace
-from eventstore import NewEvent, SQLiteEventStore
+from eventstore import EventStore, NewEvent, PayloadReader, SQLiteEventStore
 from replay import Recording, branch_run, replay_run
 
 LONG = "The answer, which is long enough to be accepted."
@@ -144,3 +144,20 @@ def test_facts_of_version_1_naming_the_call_in_full_still_fold_and_read(tmp_path
         assert [x.fact for x in again] == [x.fact for x in trace]
         assert fold_with_state(again.facts())[0] == run.memory
     assert replay_run(old, "old").identical
+
+
+def test_every_backend_reads_bare_rows_and_folds_and_traces_from_them(store: EventStore) -> None:
+    run = agent().store(store).build()
+    run.run()
+    assert isinstance(store, PayloadReader)
+    rows = store.read_payloads(run.run_id)
+    stored = store.read(run.run_id)
+    assert [r[:4] for r in rows] == [(e.seq, e.kind, e.version, e.payload) for e in stored]
+    assert [json.loads(r[4]) for r in rows] == [e.meta for e in stored]
+    assert [r[5] for r in rows] == [e.recorded_at for e in stored]
+    assert [r[0] for r in store.read_payloads(run.run_id, after=3, upto=5)] == [4, 5]
+    assert AgentMemory.rebuild(store, run.run_id) == (run.memory, run.current_state())
+    trace = Trace.load(store, run.run_id)
+    assert [e.seq for e in trace] == [e.seq for e in stored]
+    assert [(e.step, e.state) for e in trace] == [(e.meta["step"], e.meta["state"]) for e in stored]
+    assert len(Trace.load(store, run.run_id, upto=6)) == 6
