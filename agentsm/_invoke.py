@@ -10,8 +10,7 @@ import contextvars
 import inspect
 import queue
 import threading
-import types
-from collections.abc import Callable, Coroutine, Generator
+from collections.abc import Callable
 from typing import Any, Literal
 
 Settled = tuple[Literal["ok", "error", "stop"], Any]
@@ -104,45 +103,14 @@ async def _guarded(func: Callable[[], Any], is_async: bool, name: str) -> Settle
         return "error", e
 
 
-@types.coroutine
-def _carry_on(coro: Coroutine[Any, Any, Settled], pending: Any) -> Generator[Any, Any, Settled]:
-    """Go on with a coroutine whose first step ran already, from what that step awaited."""
-    while True:
-        try:
-            sent = yield pending
-        except GeneratorExit:
-            coro.close()
-            raise
-        except BaseException as e:  # thrown in by the task: a cancellation
-            try:
-                pending = coro.throw(e)
-            except StopIteration as finished:
-                return finished.value  # type: ignore[no-any-return]
-        else:
-            try:
-                pending = coro.send(sent)
-            except StopIteration as finished:
-                return finished.value  # type: ignore[no-any-return]
-
-
 async def call_with_deadline(
     func: Callable[[], Any], *, is_async: bool, name: str, limit: float | None
 ) -> Settled | None:
     """What the call came to, or None when it did not finish within `limit` seconds (it is
-    then abandoned). If the awaiting task is cancelled, the call is abandoned too.
-
-    The call's first step runs at once, in a copy of the caller's context variables: a tool
-    that ends without waiting for anything (most async tools that compute) needs no task of
-    its own. One that waits goes on as a task, in the same context, from where it stopped."""
-    context = contextvars.copy_context()
-    guarded = _guarded(func, is_async, name)
-    try:
-        pending = context.run(guarded.send, None)
-    except StopIteration as finished:
-        settled: Settled = finished.value
-        return settled
-    loop = asyncio.get_running_loop()
-    job = loop.create_task(_carry_on(guarded, pending), context=context)
+    then abandoned). If the awaiting task is cancelled, the call is abandoned too. The call
+    runs as a task of its own from its first step (a tool may hold task-bound state, such as
+    an anyio cancel scope, across its awaits)."""
+    job = asyncio.ensure_future(_guarded(func, is_async, name))
     try:
         done, _ = await asyncio.wait({job}, timeout=limit)
     except asyncio.CancelledError:
