@@ -7,7 +7,7 @@ from agentsm import facts as f
 from agentsm._sync import run_sync
 from agentsm.llm.base import llm_settings
 from agentsm.trace import TraceEntry, entries
-from eventstore import EventStore, SQLiteEventStore
+from eventstore import EventStore
 
 from .effects import (
     RecordedDecisions,
@@ -19,6 +19,7 @@ from .effects import (
 )
 from .recording import Recording
 from .report import ReplayReport, compare_runs
+from .scratch import ScratchStore
 from .source import Builder, StoreLike, open_store, recorded_builder
 
 __all__ = ["assert_replays", "replay_run"]
@@ -46,7 +47,7 @@ def replay_run(
         if builder is not None
         else recorded_builder(definition, recording.run_id)
     )
-    scratch = SQLiteEventStore(":memory:", threaded=False)  # used by this thread alone
+    scratch = ScratchStore()  # the replayed facts are compared, never kept
     own = agent.llm_caller  # the user's LLM, if the builder sets one: its settings count
     settings = llm_settings(own) if own is not None else definition.llm
     agent.llm(RecordedLlm(recording.llm_outcomes, settings=settings))

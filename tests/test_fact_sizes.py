@@ -5,6 +5,7 @@ Everything that reads the log still gets each call in full."""
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 
 from agentsm import AgentBuilder, AgentMemory, LlmResponse, MockLlmCaller, ToolCall
@@ -161,3 +162,11 @@ def test_every_backend_reads_bare_rows_and_folds_and_traces_from_them(store: Eve
     assert [e.seq for e in trace] == [e.seq for e in stored]
     assert [(e.step, e.state) for e in trace] == [(e.meta["step"], e.meta["state"]) for e in stored]
     assert len(Trace.load(store, run.run_id, upto=6)) == 6
+
+
+def test_a_store_for_one_thread_commits_on_that_thread(tmp_path: Path) -> None:
+    store = SQLiteEventStore(tmp_path / "runs.db", threaded=False)
+    run = agent().store(store).build()
+    run.run()
+    assert f"writer of {store.path}" not in {t.name for t in threading.enumerate()}
+    assert store.transactions >= 2 and replay_run(store, run.run_id).identical
