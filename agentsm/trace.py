@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import sys
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from sys import intern
 from typing import IO, Any
@@ -23,6 +25,7 @@ __all__ = [
     "FullCalls",
     "Trace",
     "TraceEntry",
+    "bulk_reading",
     "decode",
     "decoded",
     "entries",
@@ -215,6 +218,20 @@ def entries(
         )
 
 
+@contextmanager
+def bulk_reading() -> Iterator[None]:
+    """Pause the cyclic garbage collector while a whole run is read into memory: the many
+    objects a read makes would start its collections over and over, each going through all
+    of them, for nothing (reading makes no cycles). It runs again after, if it ran before."""
+    running = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if running:
+            gc.enable()
+
+
 class FullCalls:
     """Folds one run's facts as they are read, from its RunStarted, and gives each back with
     a tool call named by its place given in full too (see `agentsm.memory.with_call`); facts
@@ -312,7 +329,8 @@ class Trace:
     @classmethod
     def load(cls, store: EventStore, run_id: str, *, upto: int | None = None) -> Trace:
         """The trace of `run_id` as the store holds it (up to seq `upto`)."""
-        return cls(run_id, list(entries(store, run_id, upto=upto)))
+        with bulk_reading():
+            return cls(run_id, list(entries(store, run_id, upto=upto)))
 
     def entries(self) -> list[TraceEntry]:
         """All entries, in sequence order."""

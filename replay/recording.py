@@ -8,7 +8,7 @@ from functools import cached_property
 from agentsm import ToolCall, ToolOutcome
 from agentsm import facts as f
 from agentsm.memory import AgentMemory, apply, initial_memory
-from agentsm.trace import FullCalls, TraceEntry, entries
+from agentsm.trace import FullCalls, TraceEntry, bulk_reading, entries
 from eventstore import EventStore, RunRecord
 
 from .errors import SeqOutOfRange
@@ -64,11 +64,12 @@ class Recording:
         read: list[TraceEntry] = []
         asked: dict[int, AgentMemory] = {}
         before = None
-        for entry in entries(store, record.run_id, upto=upto, calls=calls):
-            if isinstance(entry.fact, f.HumanDecided) and before is not None:
-                asked[entry.seq] = before
-            read.append(entry)
-            before = calls.memory
+        with bulk_reading():
+            for entry in entries(store, record.run_id, upto=upto, calls=calls):
+                if isinstance(entry.fact, f.HumanDecided) and before is not None:
+                    asked[entry.seq] = before
+                read.append(entry)
+                before = calls.memory
         return cls(record, tuple(read), asked)
 
     @property
