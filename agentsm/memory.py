@@ -270,9 +270,13 @@ def _flush_turn(turn: list[HistoryEntry], messages: list[dict[str, Any]]) -> Non
     turn.clear()
 
 
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
+"""What `json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)` gives,
+with one encoder built once (a digest is made at every step)."""
+
+
 def _digest(value: Any) -> str:
-    data = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(data.encode()).hexdigest()[:32]
+    return hashlib.sha256(_CANONICAL(value).encode()).hexdigest()[:32]
 
 
 def _chain(previous: str, entries: Iterable[HistoryEntry]) -> str:

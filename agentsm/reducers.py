@@ -192,7 +192,7 @@ def _(fact: f.ToolExecuted, memory: AgentMemory) -> AgentMemory:
         call = memory.call_at(fact.index) or call
     if call is None:
         raise ValueError(f"ToolExecuted names the call at place {fact.index}, and there is none")
-    result = ToolResult(
+    result = ToolResult.model_construct(  # values of a validated fact and of memory
         call=call, observation=fact.observation, success=fact.success, index=position
     )
     started = tuple(i for i in memory.started if i != position)
