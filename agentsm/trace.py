@@ -168,6 +168,8 @@ def fold_log(store: EventStore, run_id: str) -> tuple[AgentMemory, str]:
             key = (kind, version, payload)
             fact = memo.get(key)
             if fact is None:
+                if len(memo) >= _CHUNK:
+                    memo.clear()
                 fact = memo[key] = FACTS.decode(payload, kind, version, run_id=run_id, seq=seq)
         else:
             fact = FACTS.decode(payload, kind, version, run_id=run_id, seq=seq)
