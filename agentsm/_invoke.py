@@ -107,7 +107,9 @@ async def call_with_deadline(
     func: Callable[[], Any], *, is_async: bool, name: str, limit: float | None
 ) -> Settled | None:
     """What the call came to, or None when it did not finish within `limit` seconds (it is
-    then abandoned). If the awaiting task is cancelled, the call is abandoned too."""
+    then abandoned). If the awaiting task is cancelled, the call is abandoned too. The call
+    runs as a task of its own from its first step (a tool may hold task-bound state, such as
+    an anyio cancel scope, across its awaits)."""
     job = asyncio.ensure_future(_guarded(func, is_async, name))
     try:
         done, _ = await asyncio.wait({job}, timeout=limit)

@@ -20,7 +20,7 @@ import dataclasses
 import json
 import math
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from types import NoneType, UnionType
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
@@ -90,11 +90,13 @@ def value_problem(value: Any, path: str = "value") -> str | None:
     return f"{path} is a {type(value).__name__} ({_show(value)}), which JSON cannot hold"
 
 
-_KIND = {"kind"}
+_KIND = frozenset({"kind"})
 """What `encode` leaves out of every payload: the event names the kind."""
 
 Check = Callable[[Any], bool]
 """Whether a field's value is one JSON gives back exactly, as its type says."""
+
+_TEXTS = 4096  # plain facts' texts kept for reuse, at most
 
 _INTS = 2**53  # beyond this, other JSON readers lose digits: the full check decides
 
@@ -123,13 +125,26 @@ def _check(annotation: Any) -> Check | None:
     return None
 
 
+def _is_none(value: Any) -> bool:
+    return value is None
+
+
+def _held(model: type[BaseModel]) -> dict[str, str]:
+    """The fields a kind leaves to the envelope (its class-level `enveloped`), or none."""
+    held = getattr(model, "enveloped", None)
+    return dict(held) if isinstance(held, dict) else {}
+
+
 def _accepts_none(annotation: Any) -> bool:
     return get_origin(annotation) in (Union, UnionType) and NoneType in get_args(annotation)
 
 
-def _plain(model: type[BaseModel]) -> tuple[tuple[str, Check], ...] | None:
+def _plain(
+    model: type[BaseModel], *, while_none: bool = False
+) -> tuple[tuple[str, Check], ...] | None:
     """The exact checks of a model's fields when all are plain and nothing can change a value
-    as it is read back (no validator, no constraint, no alias), else None."""
+    as it is read back (no validator, no constraint, no alias), else None. `while_none`: a
+    field that is not plain but may be None (its default) counts as plain while it is None."""
     decorators = model.__pydantic_decorators__
     hooks = (getattr(decorators, f.name) for f in dataclasses.fields(decorators))
     settings = set(model.model_config) - {"frozen", "extra"}  # others may change a value
@@ -138,6 +153,8 @@ def _plain(model: type[BaseModel]) -> tuple[tuple[str, Check], ...] | None:
     checks = []
     for name, info in model.model_fields.items():
         check = _check(info.annotation)
+        if check is None and while_none and _accepts_none(info.annotation) and info.default is None:
+            check = _is_none
         shaped = info.metadata or info.alias or info.serialization_alias or info.default_factory
         none_lost = info.is_required() or info.default is not None  # a None left out comes
         # back as the default: exact only when that is None (a value never is None otherwise)
@@ -230,6 +247,19 @@ class FactCodec:
         # no discriminated union is searched
         self.upcasters: dict[tuple[str, int], Upcaster] = {}
         self._plain = {m: checks for m in models if (checks := _plain(m)) is not None}
+        self._plain_while_none = {
+            m: checks
+            for m in models
+            if m not in self._plain and (checks := _plain(m, while_none=True)) is not None
+        }
+        """Kinds with fields that are not plain but are often None (a call named by its place
+        leaves `call` None): checked by their values' types while those hold None."""
+        self._texts: dict[tuple[Any, ...], str] = {}
+        """The texts of plain facts met before (a run records the same transitions often)."""
+        self._enveloped: dict[str, dict[str, str]] = {
+            k: held for k, m in self.models.items() if (held := _held(m))
+        }
+        """Per kind, the fields the envelope's metadata holds (field: metadata key)."""
         self.builtin: frozenset[str] = frozenset(self.models)
         """The kinds this codec was made with; `add` makes more known (a user's own facts)."""
 
@@ -244,6 +274,13 @@ class FactCodec:
         checks = _plain(model)
         if checks is not None:
             self._plain[model] = checks
+        elif (checks := _plain(model, while_none=True)) is not None:
+            self._plain_while_none[model] = checks
+        held = _held(model)
+        if held:
+            self._enveloped[kind] = held
+        else:
+            self._enveloped.pop(kind, None)
 
     def version_of(self, fact: Any) -> int:
         """The version `fact` is written at: its kind's, or the stored one of an UnknownFact."""
@@ -264,24 +301,49 @@ class FactCodec:
         """The version of `kind` that this code writes."""
         return self.versions[kind]
 
-    def encode(self, fact: BaseModel) -> str:
+    def encode(self, fact: BaseModel, meta: Mapping[str, Any] | None = None) -> str:
         """The fact as JSON text, after checking that it decodes to the same fact. The kind
         (the event names it) and fields that are None are left out, decoding restores them;
-        where it would not (a None whose default is not None), every field is written."""
+        where it would not (a None whose default is not None), every field is written. Given
+        the envelope's metadata, the fields it holds (the kind's `enveloped`) are left out
+        where they are equal: `decode` with the same metadata restores them."""
         kind = str(getattr(fact, "kind", type(fact).__name__))
         if isinstance(fact, UnknownFact):  # read as it was stored: written back the same
             return json.dumps(fact.payload, separators=(",", ":"), ensure_ascii=False)
+        left_out = _KIND
+        held = self._enveloped.get(kind) if meta is not None else None
+        if held:
+            values = fact.__dict__
+            same = {k for k, m in held.items() if m in meta and meta[m] == values.get(k)}  # type: ignore[operator,index]
+            if same:
+                left_out = _KIND | same
+        else:
+            meta = None
+        plain = self._plain.get(type(fact))
+        key: tuple[Any, ...] | None = None
+        if plain is not None:  # its text depends on its values alone: written once per value
+            values = fact.__dict__
+            if all(check(values[name]) for name, check in plain):
+                key = (type(fact), left_out, *values.values())
+                known = self._texts.get(key)
+                if known is not None:
+                    return known
         try:
-            text = fact.model_dump_json(exclude_none=True, exclude=_KIND)
+            text = fact.model_dump_json(exclude_none=True, exclude=left_out)  # type: ignore[arg-type]
         except ValueError:  # pydantic's serialization errors derive from ValueError
             found = value_problem(fact, kind) or f"{kind} cannot be written as JSON"
             raise UnrecordableFact(kind, found) from None
-        plain = self._plain.get(type(fact))
+        if key is not None:
+            if len(self._texts) >= _TEXTS:
+                self._texts.clear()
+            self._texts[key] = text
+            return text
+        plain = self._plain_while_none.get(type(fact))
         if plain is not None:
             values = fact.__dict__
             if all(check(values[name]) for name, check in plain):
                 return text
-        back = self._back(kind, text)
+        back = self._back(kind, text, meta)
         if back == fact:
             return text
         text = fact.model_dump_json()  # every field, None included
@@ -293,13 +355,27 @@ class FactCodec:
             raise UnrecordableFact(kind, problem or f"{kind} does not read back as written")
         return text
 
-    def _back(self, kind: str, text: str) -> Any:
+    def _back(self, kind: str, text: str, meta: Mapping[str, Any] | None = None) -> Any:
         """The fact `text` decodes to as `kind`, or None when it does not decode."""
         validate = self._json.get(kind)
         try:
+            if meta is not None:
+                return self._python[kind](self._restored(kind, json.loads(text), meta))
             return validate(text) if validate is not None else None
         except ValidationError:
             return None
+
+    def _restored(self, kind: str, data: Any, meta: Mapping[str, Any]) -> Any:
+        """A payload's data with the fields the envelope holds put back where it left them."""
+        if isinstance(data, dict):
+            for name, key in self._enveloped[kind].items():
+                if name not in data and key in meta:
+                    data[name] = meta[key]
+        return data
+
+    def enveloped(self, kind: str) -> bool:
+        """Whether facts of `kind` may leave fields to the envelope (decode them with `meta`)."""
+        return kind in self._enveloped
 
     def decode(
         self,
@@ -310,8 +386,10 @@ class FactCodec:
         run_id: str = "",
         seq: int = 0,
         custom: bool = False,
+        meta: Mapping[str, Any] | None = None,
     ) -> Any:
-        """The fact stored as `payload` at `version`, upcast to the current version of `kind`.
+        """The fact stored as `payload` at `version`, upcast to the current version of `kind`;
+        `meta` (the envelope's metadata) gives back the fields the payload left to it.
         With `custom`, a kind this process does not know (a user's own fact whose type is not
         registered here) is an `UnknownFact` holding its kind and payload; without, it is
         refused.
@@ -332,8 +410,9 @@ class FactCodec:
             raise UnreadableFact(run_id, seq, kind, f"this agentsm knows no fact kind {kind!r}")
         if version > current:
             raise FactVersionTooNew(run_id, seq, kind, version, current)
+        held = meta is not None and kind in self._enveloped
         try:
-            if version == current:
+            if version == current and not held:
                 return self._json[kind](payload)
             data = json.loads(payload)
             for step in range(version, current):
@@ -343,6 +422,8 @@ class FactCodec:
                         run_id, seq, kind, f"no upcaster turns version {step} into {step + 1}"
                     )
                 data = upcast(data)
+            if held:
+                data = self._restored(kind, data, meta)  # type: ignore[arg-type]
             return self._python[kind](data)
         except (ValidationError, ValueError, KeyError, TypeError) as e:
             reason = e.errors()[0]["msg"] if isinstance(e, ValidationError) else repr(e)

@@ -77,7 +77,7 @@ SUSPEND = Suspend()
 def _plain(call: ToolCall) -> ToolCall:
     """The call with a plain copy of its (read-only) arguments, for an effect to use as it
     likes: what was recorded cannot change through it."""
-    return call.model_copy(update={"args": thaw(call.args)})
+    return ToolCall.model_construct(name=call.name, args=thaw(call.args), id=call.id)
 
 
 _ENGINE_FACTS = frozenset({"RunStarted", "Transitioned", "RunBranched", "RunAborted"})
@@ -261,14 +261,18 @@ class RunContext:
             return
         await self._run_batch(calls)
 
-    def _start(self, call: ToolCall) -> int | None:
-        """Record the call as started; its position in the plan, as the reducer assigned it
-        (None for a call that is not planned: a custom handler's own)."""
-        self.record(f.ToolCallStarted(call=call))
-        started = self.memory.started
-        if started and self.memory.planned_calls[started[-1]] == call:
-            return started[-1]
-        return None
+    def _start(self, call: ToolCall) -> tuple[int | None, int]:
+        """Record the call as started, named by its place; its position in the plan (None for
+        a call that is not planned: a custom handler's own, written in full this once) and
+        the place its result names."""
+        memory = self.memory
+        position = memory.start_position(self._recorder.as_recorded(call))
+        if position is not None:
+            self.record(f.ToolCallStarted(index=position))
+            return position, position
+        place = len(memory.planned_calls) + len(memory.own_calls)
+        self.record(f.ToolCallStarted(index=place, call=call))
+        return None, place
 
     def _tool_context(self, call: ToolCall, position: int | None, seq: int) -> ToolContext:
         if position is None:  # not a planned call (a custom handler's): keyed by its start
@@ -287,7 +291,8 @@ class RunContext:
         raised KeyboardInterrupt or SystemExit gets a failed result, and the exception is raised
         again once the batch is recorded and committed; so is anything a tool runner raised,
         its call left in flight (as a crash leaves it) and the other calls' results kept."""
-        positions = [self._start(call) for call in calls]
+        places = [self._start(call) for call in calls]
+        positions = [position for position, _ in places]
         await self.commit()
         first_seq = self._recorder.seq - len(calls) + 1
         contexts = [
@@ -321,27 +326,29 @@ class RunContext:
             done = [await timed(calls[0], contexts[0])]
         else:
             done = list(await asyncio.gather(*map(timed, calls, contexts)))
-        for call, (outcome, ms) in zip(calls, done, strict=True):
+        for call, (_, place), (outcome, ms) in zip(calls, places, done, strict=True):
             if outcome.known:  # else it stays in flight: a human says whether it took effect
-                outcome = self._record_result(call, outcome, ms)
+                outcome = self._record_result(call, place, outcome, ms)
             self.emit(ToolFinished(call, outcome.observation, outcome.success))
         if stops:
             await self.commit()
             raise stops[0]
         return all(outcome.known for outcome, _ in done)
 
-    def _record_result(self, call: ToolCall, outcome: ToolOutcome, ms: float) -> ToolOutcome:
-        """Record a call's outcome; one that cannot be stored is recorded as a failure saying
-        why, which is what the LLM then sees."""
+    def _record_result(
+        self, call: ToolCall, place: int, outcome: ToolOutcome, ms: float
+    ) -> ToolOutcome:
+        """Record a call's outcome (naming the call by its place); one that cannot be stored
+        is recorded as a failure saying why, which is what the LLM then sees."""
         try:
-            self.record(_executed(call, outcome), {"duration_ms": ms})
+            self.record(_executed(place, outcome), {"duration_ms": ms})
             return outcome
         except UnrecordableFact as e:
             problem = e.problem
         outcome = ToolOutcome.failed(
             UNRECORDABLE, f"the output of '{call.name}' cannot be stored: {problem}"
         )
-        self.record(_executed(call, outcome), {"duration_ms": ms})
+        self.record(_executed(place, outcome), {"duration_ms": ms})
         return outcome
 
     async def ask_human(self, request: ApprovalRequest) -> Decision | None:
@@ -372,9 +379,9 @@ class RunContext:
         return f"RunContext(run_id={self.run_id!r}, state={self.state!r}, step={self.memory.step})"
 
 
-def _executed(call: ToolCall, outcome: ToolOutcome) -> f.ToolExecuted:
+def _executed(place: int, outcome: ToolOutcome) -> f.ToolExecuted:
     return f.ToolExecuted(
-        call=call,
+        index=place,
         observation=outcome.observation,
         success=outcome.success,
         error_type=outcome.error_type,

@@ -112,7 +112,8 @@ class AgentEngine:
         self.approval = approval
         self.definition = definition
         self._clock = clock
-        self._tool_runner = tool_runner or self.run_tool
+        self._tool_runner = tool_runner  # None: run_tool (not kept: the engine would be in a
+        # reference cycle, and a finished run's memory would wait for the cyclic collector)
         self._redactor = redactor
         self._patches = patches
         self._values = values
@@ -352,7 +353,7 @@ class AgentEngine:
             recorder=self._recorder,
             tools=self.tools,
             llm=self.llm,
-            tool_runner=self._tool_runner,
+            tool_runner=self._tool_runner or self.run_tool,
             approval=self.approval,
             emit=emit,
             patches=self._patches,

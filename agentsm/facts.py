@@ -81,6 +81,9 @@ class _Fact(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
     version: ClassVar[int] = 1
     """The version of this kind's fields; raised (with an upcaster) when they change."""
+    enveloped: ClassVar[dict[str, str]] = {}
+    """Fields the envelope's metadata holds too (field: metadata key): the payload leaves
+    them out where they are equal, and decoding restores them from the metadata."""
 
 
 class RunStarted(_Fact):
@@ -225,17 +228,32 @@ class HumanDecided(_Fact):
 
 
 class ToolCallStarted(_Fact):
-    """A tool is about to run; committed before it runs, so a crash leaves it visible."""
+    """A tool is about to run; committed before it runs, so a crash leaves it visible.
 
+    The call is named by its place, not written again: `index` is its position among the
+    step's planned calls. A call a handler runs that is not planned (its own) is written here
+    once, in `call`, and takes the next place after the plan's calls (and the step's earlier
+    own calls). A fact with `index` None (from a log written before version 2, or made by
+    hand) has the whole call, and the reducer finds its place by the call. Read through a
+    `Trace` or a replay `Recording`, `call` and `index` are both filled in (`with_calls`)."""
+
+    version: ClassVar[int] = 2
     kind: Literal["ToolCallStarted"] = "ToolCallStarted"
-    call: ToolCall
+    index: int | None = None
+    call: ToolCall | None = None
 
 
 class ToolExecuted(_Fact):
-    """A tool ran (or could not): its observation, "SUCCESS: ..." or "ERROR: {type}: ..."."""
+    """A tool ran (or could not): its observation, "SUCCESS: ..." or "ERROR: {type}: ...".
 
+    The call is named by its place (`index`, as in `ToolCallStarted`), not written again; a fact
+    with `index` None (from before version 2, or made by hand) has the whole call. Read through
+    a `Trace` or a replay `Recording`, `call` and `index` are both filled in."""
+
+    version: ClassVar[int] = 2
     kind: Literal["ToolExecuted"] = "ToolExecuted"
-    call: ToolCall
+    index: int | None = None
+    call: ToolCall | None = None
     observation: str
     success: bool
     error_type: str | None = None
@@ -318,8 +336,11 @@ class RunFailed(_Fact):
 
 
 class Transitioned(_Fact):
-    """The engine moved from one state to the next through an event of the table."""
+    """The engine moved from one state to the next through an event of the table. The state it
+    left is the one that recorded the fact: the envelope holds it (`enveloped`), so the
+    payload carries the event and the target only."""
 
+    enveloped: ClassVar[dict[str, str]] = {"from_state": "state"}
     kind: Literal["Transitioned"] = "Transitioned"
     from_state: str
     event: str
@@ -498,6 +519,14 @@ FACTS = FactCodec(get_args(get_args(Fact)[0]))
 versions; upcasters are registered on it."""
 
 FACT_ADAPTER: TypeAdapter[Fact] = FACTS.adapter
+
+
+@FACTS.register("ToolCallStarted", 1)
+@FACTS.register("ToolExecuted", 1)
+def _call_named_in_full(old: dict[str, Any]) -> dict[str, Any]:
+    """Version 1 wrote the whole call: its place (`index`) is left for the reducer to find."""
+    return {k: v for k, v in old.items() if k != "index"}
+
 
 _P, _A, _PA = State.Planning, State.Acting, State.ParallelActing
 

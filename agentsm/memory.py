@@ -33,7 +33,16 @@ from .types import (
 if TYPE_CHECKING:
     from eventstore import EventStore
 
-__all__ = ["AgentMemory", "apply", "fold", "fold_with_state", "initial_memory", "scan"]
+__all__ = [
+    "AgentMemory",
+    "apply",
+    "as_stored",
+    "fold",
+    "fold_with_state",
+    "initial_memory",
+    "scan",
+    "with_call",
+]
 
 
 class AgentMemory(BaseModel):
@@ -85,6 +94,9 @@ class AgentMemory(BaseModel):
     parts: Parts = FrozenDict()
     """The user-declared parts of memory (`AgentBuilder.fact`), by name: read-only JSON values
     (arrays as tuples) that only the reducers of the user's own facts change."""
+    own_calls: tuple[ToolCall, ...] = ()
+    """The calls handlers ran this step that are not planned (their own), in the order they
+    started: they take the places after the planned calls (see `call_at`)."""
 
     def part(self, name: str) -> Any:
         """The value of the user-declared part `name` (see `AgentBuilder.fact`)."""
@@ -151,6 +163,41 @@ class AgentMemory(BaseModel):
         """Positions of unfinished calls that were started: the process stopped while they ran."""
         return tuple(i for i in self.unfinished() if i in self.started)
 
+    def start_position(self, call: ToolCall) -> int | None:
+        """The planned position a call about to start takes, None when it is not a planned
+        call: the first planned call equal to it with no result that has not started, else
+        the oldest started one (run again after a stop)."""
+        done = {r.index for r in self.results}
+        same = [
+            i
+            for i, planned in enumerate(self.planned_calls)
+            if i not in done and (planned is call or planned == call)
+        ]
+        fresh = next((i for i in same if i not in self.started), None)
+        if fresh is not None:
+            return fresh
+        return next((i for i in self.started if i in same), None)
+
+    def result_position(self, call: ToolCall) -> int | None:
+        """The planned position a result for `call` belongs to, None when it is not a planned
+        call: the oldest started call equal to it with no result, else the first such call."""
+        done = {r.index for r in self.results}
+        same = [
+            i
+            for i, planned in enumerate(self.planned_calls)
+            if i not in done and (planned is call or planned == call)
+        ]
+        return next((i for i in self.started if i in same), same[0] if same else None)
+
+    def call_at(self, index: int) -> ToolCall | None:
+        """The call at place `index` of this step: a planned call, else (past the plan) a
+        handler's own; None when there is none."""
+        planned = len(self.planned_calls)
+        if 0 <= index < planned:
+            return self.planned_calls[index]
+        own = index - planned
+        return self.own_calls[own] if 0 <= own < len(self.own_calls) else None
+
     def decision_targets(self, decisions: Iterable[f.Decision]) -> tuple[int | None, ...]:
         """The position each decision applies to, in order: its `index` when it names a waiting
         call, else the first waiting call with its id not taken by an earlier one (None when it
@@ -208,9 +255,9 @@ class AgentMemory(BaseModel):
     @classmethod
     def rebuild(cls, store: EventStore, run_id: str) -> tuple[AgentMemory, str]:
         """Memory and state of a run, rebuilt from its log alone."""
-        from .trace import decoded, read_events
+        from .trace import fold_log
 
-        return fold_with_state(fact for _, fact in decoded(read_events(store, run_id)))
+        return fold_log(store, run_id)
 
     def __repr__(self) -> str:
         return (
@@ -246,9 +293,13 @@ def _flush_turn(turn: list[HistoryEntry], messages: list[dict[str, Any]]) -> Non
     turn.clear()
 
 
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
+"""What `json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)` gives,
+with one encoder built once (a digest is made at every step)."""
+
+
 def _digest(value: Any) -> str:
-    data = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(data.encode()).hexdigest()[:32]
+    return hashlib.sha256(_CANONICAL(value).encode()).hexdigest()[:32]
 
 
 def _chain(previous: str, entries: Iterable[HistoryEntry]) -> str:
@@ -266,6 +317,45 @@ def apply(memory: AgentMemory, fact: Any) -> AgentMemory:
 @singledispatch
 def _reduce(fact: Any, memory: AgentMemory) -> AgentMemory:
     raise TypeError(f"apply() does not know the fact {fact!r}; add a reducer for its type.")
+
+
+def with_call(fact: Any, memory: AgentMemory) -> Any:
+    """A ToolCallStarted or ToolExecuted with both its place (`index`) and its `call` filled in,
+    from `memory`, the memory just before it (the log names a call by its place; a log from
+    before version 2 wrote the call and left its place to the fold); any other fact as it is."""
+    if not isinstance(fact, f.ToolCallStarted | f.ToolExecuted):
+        return fact
+    if fact.index is not None:
+        if fact.call is not None:
+            return fact
+        call = memory.call_at(fact.index)
+        return fact if call is None else fact.model_copy(update={"call": call})
+    if fact.call is None:
+        return fact
+    planned = len(memory.planned_calls)
+    place: int | None
+    if isinstance(fact, f.ToolCallStarted):
+        position = memory.start_position(fact.call)
+        place = position if position is not None else planned + len(memory.own_calls)
+    else:
+        position = memory.result_position(fact.call)
+        own = next((k for k, c in enumerate(memory.own_calls) if c == fact.call), None)
+        place = position if position is not None else None if own is None else planned + own
+    return fact if place is None else fact.model_copy(update={"index": place})
+
+
+def as_stored(fact: Any, memory: AgentMemory) -> Any:
+    """The fact as the log writes it, given `memory` just before it (the inverse of
+    `with_call`): a call its place names in `memory` is left out."""
+    if (
+        isinstance(fact, f.ToolCallStarted | f.ToolExecuted)
+        and fact.index is not None
+        and fact.call is not None
+        and (isinstance(fact, f.ToolExecuted) or fact.index < len(memory.planned_calls))
+        and memory.call_at(fact.index) == fact.call
+    ):
+        return fact.model_copy(update={"call": None})
+    return fact
 
 
 def initial_memory(fact: f.RunStarted) -> AgentMemory:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -13,8 +14,8 @@ from .catalog import summary_of
 from .codec import value_problem
 from .custom import CustomFact
 from .errors import OwnershipViolation, UnrecordableFact
-from .facts import FACTS, OWNERS, Fact
-from .memory import AgentMemory, apply
+from .facts import FACTS, OWNERS, Fact, ToolCallStarted
+from .memory import AgentMemory, apply, with_call
 from .redaction import Redactor
 from .types import State, ToolCall
 
@@ -38,7 +39,26 @@ def encode_meta(
         if len(_STATE_JSON) < 1000:  # the states of the tables in use
             _STATE_JSON[state] = name
     meta = f'{{"state":{name},"step":{step}' + (',"custom":true' if custom else "")
-    return meta + (f',"metrics":{json.dumps(metrics, separators=(",", ":"))}}}' if metrics else "}")
+    if not metrics:
+        return meta + "}"
+    text = _metrics_text(metrics) or json.dumps(metrics, separators=(",", ":"))
+    return f'{meta},"metrics":{text}}}'
+
+
+def _metrics_text(metrics: dict[str, Any]) -> str | None:
+    """Measurements that are a few finite numbers as compact JSON (None for anything else)."""
+    parts = []
+    for key, value in metrics.items():
+        kind = type(value)
+        if not (kind is int or (kind is float and math.isfinite(value))) or type(key) is not str:
+            return None
+        name = _STATE_JSON.get(key)
+        if name is None:
+            name = json.dumps(key)
+            if len(_STATE_JSON) < 1000:
+                _STATE_JSON[key] = name
+        parts.append(f"{name}:{value!r}")
+    return "{" + ",".join(parts) + "}"
 
 
 class Recorder:
@@ -98,15 +118,29 @@ class Recorder:
                     f"{kind} is not a registered fact kind; register it with "
                     f"AgentBuilder.fact({type(fact).__name__}, reducer, part=...)",
                 )
-        payload = FACTS.encode(fact)
-        problem = value_problem(metrics, "metrics") if metrics else None
-        if problem:
-            raise UnrecordableFact(fact.kind, problem)
-        self.memory = apply(self.memory, fact)
-        meta = encode_meta(state, self.memory.step, metrics, custom=custom)
+        before = self.memory
+        memory = apply(before, fact)  # pure: dropped if the fact cannot be recorded
+        step = memory.step
+        envelope = {"state": state, "step": step} if FACTS.enveloped(kind) else None
+        payload = FACTS.encode(fact, envelope)
+        if metrics and _metrics_text(metrics) is None:
+            problem = value_problem(metrics, "metrics")
+            if problem:
+                raise UnrecordableFact(kind, problem)
+        self.memory = memory
+        meta = encode_meta(state, step, metrics, custom=custom)
         self._pending.append(NewEvent(kind, payload, meta, self.clock(), FACTS.version_of(fact)))
-        for observer in self.observers:
-            observer(self.seq + len(self._pending), state, fact, self.memory)
+        if self.observers:
+            shown = with_call(fact, before)  # a call named by its place, shown in full
+            for observer in self.observers:
+                observer(self.seq + len(self._pending), state, shown, memory)
+
+    def as_recorded(self, call: ToolCall) -> ToolCall:
+        """The call as the log would hold it (through the agent's redaction hooks)."""
+        if not self.redactor:
+            return call
+        shown = self.redactor.fact(ToolCallStarted(index=None, call=call)).call
+        return shown if shown is not None else call
 
     def reveal(self, call: ToolCall, ordinal: int = 0) -> ToolCall:
         """The call with the real arguments its recorded (redacted) form stands for."""

@@ -9,7 +9,7 @@ from . import facts as f
 from . import window
 from .history import History
 from .memory import AgentMemory, _chain, _reduce, initial_memory
-from .types import ToolCall, ToolResult
+from .types import ToolResult
 
 __all__: list[str] = []
 
@@ -32,6 +32,11 @@ def _evolve(memory: AgentMemory, changes: dict[str, Any]) -> AgentMemory:
 
 def _unchanged(fact: Any, memory: AgentMemory) -> AgentMemory:
     return memory
+
+
+def keeps_memory(kind: type) -> bool:
+    """Whether facts of this type leave memory as it is (a fold need not decode them)."""
+    return _reduce.dispatch(kind) is _unchanged
 
 
 for _kind in (
@@ -100,6 +105,7 @@ def _(fact: f.ToolCallsPlanned, memory: AgentMemory) -> AgentMemory:
             "decisions": (),
             "awaiting": (),
             "started": (),
+            "own_calls": (),
         },
     )
 
@@ -128,24 +134,16 @@ def _history(memory: AgentMemory) -> History:
     return history if isinstance(history, History) else History(history)
 
 
-def _unfinished_alike(memory: AgentMemory, call: ToolCall) -> list[int]:
-    """Positions of the planned calls equal to `call` that have no result yet."""
-    done = {r.index for r in memory.results}
-    return [
-        i
-        for i, planned in enumerate(memory.planned_calls)
-        if i not in done and (planned is call or planned == call)
-    ]
-
-
 @_reduce.register
 def _(fact: f.ToolCallStarted, memory: AgentMemory) -> AgentMemory:
-    same = _unfinished_alike(memory, fact.call)
-    fresh = [i for i in same if i not in memory.started]
-    again = [i for i in memory.started if i in same]  # run again after a stop, oldest first
-    position = fresh[0] if fresh else again[0] if again else None
-    if position is None:
-        return memory  # not one of the planned calls (a custom handler's own)
+    if fact.index is None:  # a log from before version 2: the place is found by the call
+        position = memory.start_position(fact.call) if fact.call is not None else None
+    else:
+        position = fact.index if fact.index < len(memory.planned_calls) else None
+    if position is None:  # not one of the planned calls (a custom handler's own)
+        if fact.call is None:
+            return memory
+        return _evolve(memory, {"own_calls": (*memory.own_calls, fact.call)})
     started = (*(i for i in memory.started if i != position), position)
     return _evolve(memory, {"started": started})
 
@@ -193,10 +191,17 @@ def _(fact: f.HumanDecided, memory: AgentMemory) -> AgentMemory:
 
 @_reduce.register
 def _(fact: f.ToolExecuted, memory: AgentMemory) -> AgentMemory:
-    same = _unfinished_alike(memory, fact.call)
-    position = next((i for i in memory.started if i in same), same[0] if same else None)
-    result = ToolResult(
-        call=fact.call, observation=fact.observation, success=fact.success, index=position
+    call = fact.call
+    position: int | None
+    if fact.index is None:  # a log from before version 2: the place is found by the call
+        position = memory.result_position(call) if call is not None else None
+    else:
+        position = fact.index if fact.index < len(memory.planned_calls) else None
+        call = memory.call_at(fact.index) or call
+    if call is None:
+        raise ValueError(f"ToolExecuted names the call at place {fact.index}, and there is none")
+    result = ToolResult.model_construct(  # values of a validated fact and of memory
+        call=call, observation=fact.observation, success=fact.success, index=position
     )
     started = tuple(i for i in memory.started if i != position)
     update: dict[str, Any] = {"results": (*memory.results, result), "started": started}
@@ -221,6 +226,7 @@ def _(fact: f.ObservationCommitted, memory: AgentMemory) -> AgentMemory:
             "awaiting": (),
             "decisions": (),
             "started": (),
+            "own_calls": (),
         },
     )
 

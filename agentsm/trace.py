@@ -2,20 +2,38 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import sys
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from sys import intern
 from typing import IO, Any
 
-from eventstore import EventStore, StoredEvent
+from eventstore import EventStore, PayloadReader, StoredEvent
 
 from . import facts as f
 from .facts import FACTS, Fact
+from .memory import AgentMemory, apply, initial_memory, with_call
+from .reducers import keeps_memory
 from .tables import Column, render_table, styles_wanted, terminal_width
+from .types import State, as_state
 
-__all__ = ["TRACE_COLUMNS", "Trace", "TraceEntry", "decode", "decoded", "read_events", "summarize"]
+__all__ = [
+    "TRACE_COLUMNS",
+    "FullCalls",
+    "Trace",
+    "TraceEntry",
+    "bulk_reading",
+    "decode",
+    "decoded",
+    "entries",
+    "fold_log",
+    "read_events",
+    "summarize",
+    "with_calls",
+]
 
 TRACE_COLUMNS = (
     Column("seq", "right"),
@@ -57,6 +75,7 @@ def decode(event: StoredEvent) -> Fact:
         run_id=event.run_id,
         seq=event.seq,
         custom=event.seq > 1 or event.meta.get("custom") is True,  # a run begins RunStarted
+        meta=event.meta,
     )
     return fact
 
@@ -68,18 +87,206 @@ share one fact (a run records the same few transitions thousands of times)."""
 
 def decoded(events: Iterable[StoredEvent]) -> Iterator[tuple[StoredEvent, Fact]]:
     """Each event with its fact (see `decode`), a short payload met before decoded once."""
-    memo: dict[tuple[str, int, str], Fact] = {}
+    memo: dict[tuple[str, int, str, Any], Fact] = {}
     for event in events:
         if len(event.payload) > _SHARED:
             yield event, decode(event)
             continue
-        key = (event.kind, event.version, event.payload)
+        meta = event.meta
+        held = (meta.get("state"), meta.get("step")) if FACTS.enveloped(event.kind) else None
+        key = (event.kind, event.version, event.payload, held)
         fact = memo.get(key)
         if fact is None:
             if len(memo) >= _CHUNK:
                 memo.clear()
             fact = memo[key] = decode(event)
         yield event, fact
+
+
+def _meta(meta: str | dict[str, Any]) -> dict[str, Any]:
+    found = json.loads(meta) if isinstance(meta, str) else meta
+    return found if isinstance(found, dict) else {}
+
+
+def _rows(
+    store: EventStore, run_id: str, upto: int | None = None
+) -> Iterator[tuple[int, str, int, str, Any, float]]:
+    """The run's events up to seq `upto` as (seq, kind, version, payload, meta as text or
+    parsed, recorded_at), in order, a few thousand at a time; bare rows where the store reads
+    them so."""
+    if not isinstance(store, PayloadReader):
+        for e in read_events(store, run_id, upto=upto):
+            yield e.seq, e.kind, e.version, e.payload, e.meta, e.recorded_at
+        return
+    after = 0
+    while upto is None or after < upto:
+        end = after + _CHUNK if upto is None else min(upto, after + _CHUNK)
+        chunk = store.read_payloads(run_id, after=after, upto=end)
+        if not chunk:  # seqs have no gaps: the end
+            return
+        yield from chunk
+        after = chunk[-1][0]
+
+
+def fold_log(store: EventStore, run_id: str) -> tuple[AgentMemory, str]:
+    """Memory and state of a run folded from its log, decoding only what the fold needs:
+    facts that leave memory as it is are not decoded (only checked to be of a kind and
+    version this code reads), a transition gives its target, and a short payload met before
+    is decoded once."""
+    memory: AgentMemory | None = None
+    state: str = State.Idle
+    memo: dict[tuple[str, int, str], Any] = {}
+    targets: dict[tuple[int, str], str] = {}
+    skip: dict[str, bool] = {}
+    for seq, kind, version, payload, meta, _ in _rows(store, run_id):
+        if memory is None:
+            envelope = _meta(meta)
+            first = FACTS.decode(
+                payload,
+                kind,
+                version,
+                run_id=run_id,
+                seq=seq,
+                custom=seq > 1 or envelope.get("custom") is True,
+                meta=envelope,
+            )
+            if not isinstance(first, f.RunStarted):
+                raise ValueError(
+                    f"A run's log must begin with RunStarted, not {first!r}; this is not a "
+                    "complete run."
+                )
+            memory = initial_memory(first)
+            continue
+        if kind == "Transitioned":
+            target = targets.get((version, payload))
+            if target is None:
+                moved = FACTS.decode(
+                    payload, kind, version, run_id=run_id, seq=seq, meta=_meta(meta)
+                )
+                target = targets[(version, payload)] = as_state(moved.to_state)
+            state = target
+            continue
+        leave = skip.get(kind)
+        if leave is None:
+            model = FACTS.models.get(kind)
+            leave = skip[kind] = model is not None and keeps_memory(model)
+        if leave:
+            if version > FACTS.versions[kind]:
+                FACTS.decode(payload, kind, version, run_id=run_id, seq=seq)  # raises
+            continue
+        # past RunStarted, a kind this process does not know is a user's own (UnknownFact)
+        if FACTS.enveloped(kind):
+            fact = FACTS.decode(
+                payload, kind, version, run_id=run_id, seq=seq, custom=True, meta=_meta(meta)
+            )
+        elif len(payload) <= _SHARED:
+            key = (kind, version, payload)
+            fact = memo.get(key)
+            if fact is None:
+                if len(memo) >= _CHUNK:
+                    memo.clear()
+                fact = memo[key] = FACTS.decode(
+                    payload, kind, version, run_id=run_id, seq=seq, custom=True
+                )
+        else:
+            fact = FACTS.decode(payload, kind, version, run_id=run_id, seq=seq, custom=True)
+        memory = apply(memory, fact)
+    if memory is None:
+        raise ValueError(f"Run {run_id} has no facts; this is not a complete run.")
+    return memory, state
+
+
+def entries(
+    store: EventStore, run_id: str, *, upto: int | None = None, calls: FullCalls | None = None
+) -> Iterator[TraceEntry]:
+    """The trace entries of a run (up to seq `upto`), in order, each tool call given in full
+    (through `calls`, whose memory is then the memory after the entry given last): as
+    `Trace.load` reads them, decoding a short payload (and envelope) met before once."""
+    full = calls if calls is not None else FullCalls()
+    facts: dict[tuple[str, int, str, Any], Fact] = {}
+    metas: dict[str, tuple[int, str, dict[str, Any] | None, bool]] = {}
+    for seq, kind, version, payload, meta, at in _rows(store, run_id, upto):
+        text = meta if isinstance(meta, str) else None
+        envelope = metas.get(text) if text is not None else None
+        if envelope is None:
+            parsed = _meta(meta)
+            metrics = parsed.get("metrics")
+            envelope = (
+                int(parsed.get("step", 0)),
+                intern(str(parsed.get("state", ""))),
+                metrics if isinstance(metrics, dict) else None,
+                parsed.get("custom") is True,  # one of the user's own facts
+            )
+            if text is not None:
+                if len(metas) >= _CHUNK:
+                    metas.clear()
+                metas[text] = envelope
+        step, state, metrics, marked = envelope
+        held = (state, step) if FACTS.enveloped(kind) else None
+        key = (kind, version, payload, held)
+        fact = facts.get(key) if len(payload) <= _SHARED else None
+        if fact is None:
+            envelope_meta = {"state": state, "step": step} if held else None
+            fact = FACTS.decode(
+                payload,
+                kind,
+                version,
+                run_id=run_id,
+                seq=seq,
+                custom=seq > 1 or marked,  # as `decode` reads it: a run begins RunStarted
+                meta=envelope_meta,
+            )
+            if len(payload) <= _SHARED:
+                if len(facts) >= _CHUNK:
+                    facts.clear()
+                facts[key] = fact
+        shown = full(fact)
+        yield TraceEntry(
+            seq, step, state, intern(kind), at, shown, dict(metrics) if metrics else {}
+        )
+
+
+@contextmanager
+def bulk_reading() -> Iterator[None]:
+    """Pause the cyclic garbage collector while a whole run is read into memory: the many
+    objects a read makes would start its collections over and over, each going through all
+    of them, for nothing (reading makes no cycles). It runs again after, if it ran before."""
+    running = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if running:
+            gc.enable()
+
+
+class FullCalls:
+    """Folds one run's facts as they are read, from its RunStarted, and gives each back with
+    a tool call named by its place given in full too (see `agentsm.memory.with_call`); facts
+    met before a RunStarted are given as they are."""
+
+    def __init__(self) -> None:
+        self.memory: AgentMemory | None = None
+
+    def __call__(self, fact: Fact) -> Fact:
+        memory = self.memory
+        if memory is None:
+            if isinstance(fact, f.RunStarted):
+                self.memory = initial_memory(fact)
+            return fact
+        shown: Fact = with_call(fact, memory)
+        self.memory = apply(memory, shown)
+        return shown
+
+    def __repr__(self) -> str:
+        return f"FullCalls(step={self.memory.step if self.memory else None})"
+
+
+def with_calls(pairs: Iterable[tuple[StoredEvent, Fact]]) -> Iterator[tuple[StoredEvent, Fact]]:
+    """Each event with its fact, a tool call named by its place given in full (`FullCalls`)."""
+    full = FullCalls()
+    for event, fact in pairs:
+        yield event, full(fact)
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,8 +357,8 @@ class Trace:
     @classmethod
     def load(cls, store: EventStore, run_id: str, *, upto: int | None = None) -> Trace:
         """The trace of `run_id` as the store holds it (up to seq `upto`)."""
-        events = read_events(store, run_id, upto=upto)
-        return cls(run_id, [TraceEntry.of(e, fact) for e, fact in decoded(events)])
+        with bulk_reading():
+            return cls(run_id, list(entries(store, run_id, upto=upto)))
 
     def entries(self) -> list[TraceEntry]:
         """All entries, in sequence order."""
@@ -240,10 +447,13 @@ def summarize(fact: Fact) -> str:
         case f.HumanDecided():
             return ", ".join(f"{d.call_id}={d.verdict}" for d in fact.decisions)
         case f.ToolCallStarted():
+            if fact.call is None:
+                return f"call #{fact.index}"
             return f"{fact.call.name}({_short(fact.call.args, 40)})"
         case f.ToolExecuted():
             usage = f" tokens={fact.usage.total_tokens}" if fact.usage is not None else ""
-            return f"{fact.call.name} -> {_short(fact.observation)}{usage}"
+            name = fact.call.name if fact.call is not None else f"call #{fact.index}"
+            return f"{name} -> {_short(fact.observation)}{usage}"
         case f.ObservationCommitted():
             return f"{len(fact.entries)} entries"
         case f.HistoryCompressed():

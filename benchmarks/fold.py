@@ -62,8 +62,8 @@ def _step_facts(step: int) -> list[Any]:
         f.StepStarted(step=step),
         f.LlmResponded(purpose="plan", response=LlmResponse(calls=(call,))),
         f.ToolCallsPlanned(calls=(call,), parallel=False),
-        f.ToolCallStarted(call=call),
-        f.ToolExecuted(call=call, observation=f"SUCCESS: {step}", success=True),
+        f.ToolCallStarted(index=0),
+        f.ToolExecuted(index=0, observation=f"SUCCESS: {step}", success=True),
         f.ObservationCommitted(entries=(entry,)),
     ]
 

@@ -16,7 +16,7 @@ from .errors import (
 )
 from .migrations import LATEST as SCHEMA_VERSION
 from .open import open_store
-from .protocol import AsyncAppend, EventStore, Searchable
+from .protocol import AsyncAppend, EventStore, PayloadReader, Searchable
 from .records import NewEvent, RunRecord, RunSummary, StoredEvent
 from .sqlite import DURABILITY, Durability, SQLiteEventStore
 
@@ -36,6 +36,7 @@ __all__ = [
     "EventStore",
     "NewEvent",
     "NotAnEventLog",
+    "PayloadReader",
     "PostgresEventStore",
     "RunInUse",
     "RunRecord",

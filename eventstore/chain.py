@@ -26,6 +26,7 @@ import base64
 import hashlib
 import json
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -66,13 +67,22 @@ def _value(text: str) -> str:
         return _canonical(text)  # not JSON: the text itself is what is hashed
 
 
+_PLAIN_META = re.compile(r'\{"state":"[A-Za-z0-9_]*","step":(?:0|[1-9][0-9]{0,15})\}')
+"""An envelope of a state name and a step, compact: its own canonical JSON (keys in order,
+no spaces, plain text, a whole number as JSON writes it)."""
+
+
 def _meta(meta: str | dict[str, Any]) -> str:
     if not isinstance(meta, str):
         return _canonical(meta)
+    if _PLAIN_META.fullmatch(meta):
+        return meta
     found = _METAS.get(meta)
     if found is None:
         found = _value(meta)
-        if len(_METAS) < 4096 and '"metrics"' not in meta:  # measurements do not repeat
+        if '"metrics"' not in meta:  # measurements do not repeat
+            if len(_METAS) >= 4096:
+                _METAS.clear()
             _METAS[meta] = found
     return found
 

@@ -376,6 +376,24 @@ class PostgresEventStore:
             self.run(run_id)
         return [_stored(r) for r in rows]
 
+    def read_payloads(
+        self, run_id: str, *, after: int = 0, upto: int | None = None
+    ) -> list[tuple[int, str, int, str, str, float]]:
+        """The run's events with `after < seq <= upto`, in order, as (seq, kind, version,
+        payload, meta text, recorded_at) rows, nothing parsed (see `PayloadReader`)."""
+        query = (
+            "SELECT seq, kind, version, payload, meta, recorded_at FROM events "
+            "WHERE run_id = %s AND seq > %s"
+        )
+        args: list[Any] = [run_id, after]
+        if upto is not None:
+            query += " AND seq <= %s"
+            args.append(upto)
+        rows = self._db.rows(query + " ORDER BY seq", args)
+        if not rows and after == 0:
+            self.run(run_id)
+        return [tuple(r) for r in rows]
+
     def events_of(self, kinds: Sequence[str], *, since: float | None = None) -> list[StoredEvent]:
         """Every event of these kinds, of any run, recorded at or after `since` (one pass over
         the log, for counts across runs)."""

@@ -9,7 +9,7 @@ from typing import Any, Protocol, runtime_checkable
 from .chain import ChainReport
 from .records import NewEvent, RunRecord, RunSummary, StoredEvent
 
-__all__ = ["AsyncAppend", "EventStore", "Searchable"]
+__all__ = ["AsyncAppend", "EventStore", "PayloadReader", "Searchable"]
 
 
 @runtime_checkable
@@ -126,6 +126,17 @@ class AsyncAppend(Protocol):
         durable: bool = False,
         summary: RunSummary | None = None,
     ) -> int: ...
+
+
+@runtime_checkable
+class PayloadReader(Protocol):
+    """A store that reads a run's events as bare rows, (seq, kind, version, payload, meta
+    text, recorded_at), nothing parsed: a reader decodes only what it needs (both backends
+    are)."""
+
+    def read_payloads(
+        self, run_id: str, *, after: int = 0, upto: int | None = None
+    ) -> list[tuple[int, str, int, str, str, float]]: ...
 
 
 @runtime_checkable

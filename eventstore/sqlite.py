@@ -68,6 +68,8 @@ class SQLiteEventStore:
     Writes are committed by the store's writer thread (`eventstore.writer`): a caller waits for
     its commit (`append`) or awaits it (`append_async`, which never blocks an event loop), and
     writes from several threads or tasks that arrive together share one transaction.
+    `threaded=False` commits each write on the caller's thread instead, for a store one thread
+    uses alone (a replay's scratch store): no thread hop, no group commit.
     """
 
     def __init__(
@@ -79,8 +81,12 @@ class SQLiteEventStore:
         busy_timeout: float = 30.0,
         durability: Durability = "normal",
         lease: float = 60.0,
+        threaded: bool = True,
     ) -> None:
         self.path = str(path)
+        self.threaded = threaded
+        """False: every write commits on the caller's thread, not the writer's (for a store
+        that one thread uses alone, such as a replay's scratch store: no thread hop)."""
         self.read_only = read_only
         self.busy_timeout = busy_timeout
         self.durability = durability
@@ -496,6 +502,8 @@ class SQLiteEventStore:
         if self._batch_owner == threading.get_ident():
             return self._transaction(write, what, durable=durable)
         future = self._submit(write, what, durable)
+        if future.done():  # committed on this thread (`threaded=False`)
+            return int(future.result())
         try:
             return await asyncio.shield(asyncio.wrap_future(future))
         except asyncio.CancelledError:
@@ -747,6 +755,8 @@ class SQLiteEventStore:
         if self._closing.is_set():
             raise StoreError(f"Could not {what}: the store {self.path!r} is closed.")
         sync = durable and self._durability == "full" and self.path != ":memory:"
+        if not self.threaded:
+            return self._writer.commit_now(write, what, sync=sync)
         return self._writer.submit(write, what, sync=sync)
 
     @property
@@ -796,6 +806,24 @@ class SQLiteEventStore:
         return [
             StoredEvent(r[0], r[1], r[2], r[3], json.loads(r[4]), r[5], r[6], r[7]) for r in rows
         ]
+
+    def read_payloads(
+        self, run_id: str, *, after: int = 0, upto: int | None = None
+    ) -> list[tuple[int, str, int, str, str, float]]:
+        """The run's events with `after < seq <= upto`, in order, as (seq, kind, version,
+        payload, meta text, recorded_at) rows, nothing parsed (see `PayloadReader`)."""
+        sql = (
+            "SELECT seq, kind, version, payload, meta, recorded_at FROM events "
+            "WHERE run_id = ? AND seq > ?"
+        )
+        args: tuple[Any, ...] = (run_id, after)
+        if upto is not None:
+            sql += " AND seq <= ?"
+            args += (upto,)
+        rows = self._rows(sql + " ORDER BY seq", args)
+        if not rows and after == 0:
+            self.run(run_id)
+        return rows
 
     def _run_columns(self) -> str:
         """The catalog columns a `RunRecord` reads, with its driver and summary where the log

@@ -64,6 +64,16 @@ class Writer:
                     self._thread.start()
         return future
 
+    def commit_now(
+        self, write: Callable[[sqlite3.Connection], Any], what: str, *, sync: bool = False
+    ) -> Future[Any]:
+        """Commit `write` in a transaction of its own on the caller's thread (a store private
+        to one thread needs no writer thread); the future is done when this returns."""
+        future: Future[Any] = Future()
+        future.set_running_or_notify_cancel()
+        self._commit([_Job(write, what, sync, future)])
+        return future
+
     def on_thread(self) -> bool:
         """Whether the caller is the writer's own thread."""
         return self._thread is not None and threading.current_thread() is self._thread

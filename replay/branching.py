@@ -21,6 +21,7 @@ from agentsm import (
 from agentsm import facts as f
 from agentsm._sync import run_sync
 from agentsm.facts import FACTS
+from agentsm.memory import AgentMemory, apply, as_stored, initial_memory
 from agentsm.recorder import encode_meta
 from eventstore import EventStore, NewEvent
 
@@ -201,17 +202,27 @@ def copy_prefix(
 ) -> None:
     """Copy a run's facts up to seq `upto`, envelopes included, into a new child run, in one
     transaction (the child never exists without them)."""
-    events = [
-        NewEvent(
-            e.event,
-            FACTS.encode(e.fact),
-            encode_meta(e.state, e.step, e.metrics, custom=e.event not in FACTS.builtin),
-            e.timestamp,
-            FACTS.version_of(e.fact),
+    events = []
+    memory: AgentMemory | None = None
+    for e in parent.entries:
+        if e.seq > upto:
+            break
+        fact: f.Fact = e.fact
+        if memory is None:
+            memory = initial_memory(parent.definition)
+        else:  # a call named by its place is written by its place alone, as recorded
+            fact = as_stored(fact, memory)
+            memory = apply(memory, e.fact)
+        envelope = {"state": e.state, "step": e.step}
+        events.append(
+            NewEvent(
+                e.event,
+                FACTS.encode(fact, envelope),
+                encode_meta(e.state, e.step, e.metrics, custom=e.event not in FACTS.builtin),
+                e.timestamp,
+                FACTS.version_of(fact),
+            )
         )
-        for e in parent.entries
-        if e.seq <= upto
-    ]
     target.create_run(
         run_id,
         parent.run.task,

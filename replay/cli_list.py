@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from agentsm import facts as f
 from agentsm.subagent import subagent_of
 from agentsm.tables import Column
 from agentsm.trace import decode
@@ -308,6 +309,22 @@ def _around_match(snippet: str, before: int = 24) -> str:
     return snippet if at <= before else "…" + snippet[at - before :]
 
 
+_NAMING = ("ToolCallsPlanned", "ToolCallStarted", "ObservationCommitted")
+"""The facts that tell which tool a result names by its place."""
+
+
+def _follow_names(names: tuple[list[str], list[str]], fact: Any) -> None:
+    """Keep a run's planned tools and its handlers' own calls up to date with `fact`."""
+    planned, own = names
+    if isinstance(fact, f.ToolCallsPlanned | f.ObservationCommitted):
+        planned[:] = [c.name for c in fact.calls] if isinstance(fact, f.ToolCallsPlanned) else []
+        own.clear()
+    elif isinstance(fact, f.ToolCallStarted) and fact.call is not None:
+        if fact.index is None and fact.call.name in planned:
+            return  # a log from before version 2: a planned call, written in full
+        own.append(fact.call.name)
+
+
 def _stats(store: EventStore, since: float | None) -> dict[str, Any]:
     records = store.runs(since=since)
     tools: Counter[str] = Counter()
@@ -316,21 +333,31 @@ def _stats(store: EventStore, since: float | None) -> dict[str, Any]:
     durations: dict[str, list[float]] = {}
     wanted = ("ToolExecuted", "RunFailed", "RunAborted", "LlmFailed")
     if isinstance(store, Searchable):  # one pass over the log
-        events = store.events_of(wanted, since=since)
+        events = store.events_of(wanted, since=since) + store.events_of(_NAMING)
+        events.sort(key=lambda e: (e.run_id, e.seq))
     else:
-        events = [e for r in records for e in store.read(r.run_id) if e.kind in wanted]
+        events = [e for r in records for e in store.read(r.run_id) if e.kind in wanted + _NAMING]
+    names: dict[str, tuple[list[str], list[str]]] = {}  # per run: the plan's tools, its own
     for event in events:
+        if event.kind in _NAMING:
+            _follow_names(names.setdefault(event.run_id, ([], [])), decode(event))
+            continue
         if since is not None and event.recorded_at < since:
             continue
         fact: Any = decode(event)
         if event.kind == "ToolExecuted":
-            tools[fact.call.name] += 1
+            name = fact.call.name if fact.call is not None else None
+            if name is None:  # named by its place in the step
+                planned, own = names.get(event.run_id, ([], []))
+                at = fact.index - len(planned)
+                name = planned[fact.index] if at < 0 else own[at] if at < len(own) else "?"
+            tools[name] += 1
             if not fact.success:
-                failures[fact.call.name] += 1
+                failures[name] += 1
                 errors[f"tool {fact.error_type or 'failure'}"] += 1
             ms = event.meta.get("metrics", {}).get("duration_ms")
             if isinstance(ms, int | float):
-                durations.setdefault(fact.call.name, []).append(float(ms))
+                durations.setdefault(name, []).append(float(ms))
         elif event.kind == "RunFailed":
             errors[f"run {fact.reason}"] += 1
         else:

@@ -110,7 +110,7 @@ class RunSpans:
             self._chat.set_attribute("error.type", fact.error_type)
             self._chat.set_status(Status(StatusCode.ERROR, f"{fact.error_type}: {fact.message}"))
             self._end_chat(at)
-        elif isinstance(fact, f.ToolCallStarted):
+        elif isinstance(fact, f.ToolCallStarted) and fact.call is not None:
             self._abandon(at, fact.call)  # started again: the earlier attempt was cut short
             self._tools.append((fact.call, self._start_tool(agent, fact.call, at)))
         elif isinstance(fact, f.ApprovalRequested) and fact.reason == "outcome_unknown":

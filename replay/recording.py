@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
 from agentsm import ToolCall, ToolOutcome
 from agentsm import facts as f
-from agentsm.memory import apply, initial_memory
-from agentsm.trace import TraceEntry, decoded, read_events
+from agentsm.memory import AgentMemory, apply, initial_memory
+from agentsm.trace import FullCalls, TraceEntry, bulk_reading, entries
 from eventstore import EventStore, RunRecord
 
 from .errors import SeqOutOfRange
@@ -28,6 +28,13 @@ class ToolEffect:
     pinned: bool = False
 
 
+def _call(fact: f.ToolCallStarted | f.ToolExecuted) -> ToolCall:
+    """The call a fact read through `with_calls` names (it always gives it)."""
+    if fact.call is None:
+        raise ValueError(f"{fact.kind} names the call at place {fact.index}, and the run has none")
+    return fact.call
+
+
 @dataclass(frozen=True)
 class DecisionEffect:
     """One recorded human decision: the seq of its fact, the decision, and the position and
@@ -45,13 +52,25 @@ class Recording:
 
     run: RunRecord
     entries: tuple[TraceEntry, ...]
+    asked: dict[int, AgentMemory] = field(default_factory=dict, repr=False, compare=False)
+    """The memory just before each HumanDecided fact (by seq), kept as the run is read: the
+    calls its decisions apply to (see `decision_groups`)."""
 
     @classmethod
     def load(cls, store: EventStore, run_id: str, *, upto: int | None = None) -> Recording:
-        """Read a run (up to seq `upto`) from the store."""
+        """Read a run (up to seq `upto`) from the store, folding it once."""
         record = store.run(resolve_run(store, run_id))
-        events = read_events(store, record.run_id, upto=upto)
-        return cls(record, tuple(TraceEntry.of(e, fact) for e, fact in decoded(events)))
+        calls = FullCalls()
+        read: list[TraceEntry] = []
+        asked: dict[int, AgentMemory] = {}
+        before = None
+        with bulk_reading():
+            for entry in entries(store, record.run_id, upto=upto, calls=calls):
+                if isinstance(entry.fact, f.HumanDecided) and before is not None:
+                    asked[entry.seq] = before
+                read.append(entry)
+                before = calls.memory
+        return cls(record, tuple(read), asked)
 
     @property
     def run_id(self) -> str:
@@ -86,7 +105,7 @@ class Recording:
         """Every tool run the run started, in order, with its outcome.
 
         A batch's starts are committed together and the results it got follow them in call
-        order, so results pair with the last starts of a block that are the same calls. A start
+        order; a result pairs with the last start of the block at its place. A start
         without a result never reported (the process stopped, or the call was abandoned after
         its timeout): its outcome is None, and a replay stops there too, keeping the batch's
         other results, and goes on as the recorded run did (run again if idempotent, else a
@@ -110,12 +129,13 @@ class Recording:
             k = j
             while k < len(facts) and isinstance(facts[k], f.ToolExecuted):
                 k += 1
-            calls = [x.call for x in facts[i:j] if isinstance(x, f.ToolCallStarted)]
+            starts = [x for x in facts[i:j] if isinstance(x, f.ToolCallStarted)]
+            calls = [_call(x) for x in starts]
             outcomes: list[ToolOutcome | None] = [None] * len(calls)
             paired = [False] * len(calls)
             s = len(calls) - 1
             for x in reversed([x for x in facts[j:k] if isinstance(x, f.ToolExecuted)]):
-                while s >= 0 and calls[s] != x.call:
+                while s >= 0 and starts[s].index != x.index:
                     s -= 1
                 if s < 0:
                     break
@@ -138,14 +158,9 @@ class Recording:
         """The human decisions of the run, one group per HumanDecided fact, in order, each
         with the call it decided (found by folding the log up to it)."""
         groups: list[tuple[DecisionEffect, ...]] = []
-        memory = None
         for e in self.entries:
-            if isinstance(e.fact, f.RunStarted):
-                memory = initial_memory(e.fact)
-                continue
-            if memory is None:
-                continue
             if isinstance(e.fact, f.HumanDecided):
+                memory = self.asked.get(e.seq) or self._before(e.seq)
                 targets = memory.decision_targets(e.fact.decisions)
                 groups.append(
                     tuple(
@@ -155,8 +170,16 @@ class Recording:
                         for d, t in zip(e.fact.decisions, targets, strict=True)
                     )
                 )
-            memory = apply(memory, e.fact)
         return tuple(groups)
+
+    def _before(self, seq: int) -> AgentMemory:
+        """The memory just before fact `seq`, folded from the entries."""
+        memory = initial_memory(self.definition)
+        for e in self.entries[1:]:
+            if e.seq >= seq:
+                break
+            memory = apply(memory, e.fact)
+        return memory
 
     @cached_property
     def patches(self) -> frozenset[str]:

@@ -4,14 +4,21 @@ from __future__ import annotations
 
 import dataclasses
 
-from agentsm import AgentBuilder, AgentEngine, AgentFailed, EngineError, HumanInputRequired
+from agentsm import (
+    AgentBuilder,
+    AgentEngine,
+    AgentFailed,
+    AgentMemory,
+    EngineError,
+    HumanInputRequired,
+)
 from agentsm import facts as f
 from agentsm._sync import run_sync
 from agentsm.facts import FACTS
 from agentsm.llm.base import llm_settings
 from agentsm.subagent import SubAgentTool, children_of
-from agentsm.trace import TraceEntry, read_events
-from eventstore import EventStore, RunRecord, SQLiteEventStore, UnknownRun
+from agentsm.trace import TraceEntry, entries
+from eventstore import EventStore, RunRecord, UnknownRun
 
 from .branching import judged
 from .effects import (
@@ -25,6 +32,7 @@ from .effects import (
 from .judging import replay_judgement
 from .recording import Recording
 from .report import ReplayReport, compare_runs
+from .scratch import ScratchStore
 from .source import Builder, StoreLike, open_store, recorded_builder
 
 __all__ = ["assert_replays", "replay_run"]
@@ -96,7 +104,7 @@ def _replay(
     ):
         recording = Recording.load(store, run_id)  # the builder registered the user's facts
     agent.mcp_recorded(definition)  # MCP servers that are not running offer recorded tools
-    scratch = SQLiteEventStore(":memory:")
+    scratch = ScratchStore()  # the replayed facts are compared, never kept
     own = agent.llm_caller  # the user's LLM, if the builder sets one: its settings count
     settings = llm_settings(own) if own is not None else definition.llm
     agent.llm(RecordedLlm(recording.llm_outcomes, settings=settings))
@@ -110,6 +118,8 @@ def _replay(
     agent.patches(recording.patches.__contains__)  # old runs replay their old code paths
     agent.values(RecordedValues([d for _, d in recording.draws], strict=True))
     engine = agent.build()
+    seen = _Seen()
+    engine.observe(seen)
     notes = [e for e in recording.entries if isinstance(e.fact, f.RunBranched)]
     last = recording.run.last_seq
     while True:
@@ -128,7 +138,8 @@ def _replay(
         if scratch.run(recording.run_id).last_seq >= last:
             break  # ... or it was never resumed
         engine = agent.attach(recording.run_id)
-    replayed = _replayed(scratch, recording)
+        engine.observe(seen)
+    replayed = seen.entries(scratch.run(recording.run_id).last_seq) or _replayed(scratch, recording)
     if not recording.finished:
         replayed = replayed[: len(recording.entries)]  # the recording says nothing past its end
     report = compare_runs(recording.run_id, recording.entries, replayed)
@@ -172,24 +183,30 @@ def _child_builder(parent: AgentBuilder, store: EventStore, child_id: str) -> Bu
     return build
 
 
+class _Seen:
+    """The facts the replay recorded, as its engines record them: what a fact reads back as
+    is the fact itself (the codec checks it), so the log need not be read and decoded again.
+    A fact recorded again after a replayed crash replaces the one the crash lost."""
+
+    def __init__(self) -> None:
+        self._facts: dict[int, TraceEntry] = {}
+
+    def __call__(self, seq: int, state: str, fact: f.Fact, memory: AgentMemory) -> None:
+        self._facts[seq] = TraceEntry(seq, memory.step, state, fact.kind, 0.0, fact, {})
+
+    def entries(self, last: int) -> list[TraceEntry] | None:
+        """The entries of seqs 1 to `last` (the scratch log's end), None if one is missing."""
+        found = [self._facts.get(seq) for seq in range(1, last + 1)]
+        return None if None in found else found  # type: ignore[return-value]
+
+    def __repr__(self) -> str:
+        return f"_Seen({len(self._facts)} facts)"
+
+
 def _replayed(scratch: EventStore, recording: Recording) -> list[TraceEntry]:
-    """The replayed run's entries. A fact stored as the very text its recorded counterpart
-    encodes to is that fact (the codec reads every fact back as written): it is not decoded
-    again, and compares equal at once."""
-    recorded = recording.entries
-    entries = []
-    for i, event in enumerate(read_events(scratch, recording.run_id)):
-        expected = recorded[i].fact if i < len(recorded) else None
-        if (
-            expected is not None
-            and expected.kind == event.kind
-            and event.version == FACTS.versions.get(event.kind)
-            and expected.model_dump_json() == event.payload
-        ):
-            entries.append(TraceEntry.of(event, expected))
-        else:
-            entries.append(TraceEntry.from_stored(event))
-    return entries
+    """The replayed run's entries, read as the recording was (calls named by their place
+    given in full)."""
+    return list(entries(scratch, recording.run_id))
 
 
 def _last_kind(store: EventStore, run_id: str) -> str:

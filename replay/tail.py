@@ -13,8 +13,8 @@ import heapq
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-from agentsm.trace import TraceEntry
-from eventstore import EventStore
+from agentsm.trace import FullCalls, TraceEntry, decode, decoded, read_events
+from eventstore import EventStore, StoredEvent
 
 from .source import resolve_run
 
@@ -59,8 +59,9 @@ def follow(
 async def _follow_all(
     store: EventStore, cursors: dict[str, int], poll: float
 ) -> AsyncIterator[LiveFact]:
+    folds: dict[str, FullCalls] = {}
     while True:
-        fresh = await asyncio.to_thread(_read_all, store, cursors)
+        fresh = await asyncio.to_thread(_read_all, store, cursors, folds)
         for fact in fresh:
             cursors[fact.run_id] = fact.entry.seq
             yield fact
@@ -68,34 +69,52 @@ async def _follow_all(
             await asyncio.to_thread(store.wait_for_append, poll)
 
 
+def _calls(store: EventStore, run_id: str, upto: int) -> FullCalls:
+    """A run's facts folded up to seq `upto`, to give the next ones' tool calls in full."""
+    full = FullCalls()
+    if upto > 0:
+        for _, fact in decoded(read_events(store, run_id, upto=upto)):
+            full(fact)
+    return full
+
+
+def _entry(stored: StoredEvent, full: FullCalls) -> TraceEntry:
+    return TraceEntry.of(stored, full(decode(stored)))
+
+
 async def _follow_one(
     store: EventStore, run_id: str, after_seq: int, until_end: bool, poll: float
 ) -> AsyncIterator[LiveFact]:
     seq = after_seq
+    full = await asyncio.to_thread(_calls, store, run_id, seq)
     while True:
         record = await asyncio.to_thread(store.run, run_id)  # before the read: its status
         events = await asyncio.to_thread(store.read, run_id, after=seq)  # covers what it says
         for stored in events:
             seq = stored.seq
-            yield LiveFact(run_id, TraceEntry.from_stored(stored))
+            yield LiveFact(run_id, _entry(stored, full))
         if until_end and record.status in ENDED and seq >= record.last_seq:
             return
         if not events:
             await asyncio.to_thread(store.wait_for_append, poll)
 
 
-def _read_all(store: EventStore, cursors: dict[str, int]) -> list[LiveFact]:
+def _read_all(
+    store: EventStore, cursors: dict[str, int], folds: dict[str, FullCalls]
+) -> list[LiveFact]:
     """What every run recorded past its cursor, each run's facts in order, runs merged by
-    the time of their facts."""
+    the time of their facts (`folds`: each run's facts folded so far)."""
     batches = []
     for record in store.runs():
         start = cursors.get(record.run_id, 0)
         if record.last_seq > start:
             run_id = record.run_id
+            full = folds.get(run_id)
+            if full is None:
+                full = folds[run_id] = _calls(store, run_id, start)
             batches.append(
-                [
-                    LiveFact(run_id, TraceEntry.from_stored(e))
-                    for e in store.read(run_id, after=start)
-                ]
+                [LiveFact(run_id, _entry(e, full)) for e in store.read(run_id, after=start)]
             )
+            if record.status in ENDED:  # folded again if it is resumed
+                del folds[run_id]
     return list(heapq.merge(*batches, key=lambda fact: fact.entry.timestamp))

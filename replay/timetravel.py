@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 from agentsm import AgentMemory, State
 from agentsm.facts import Fact
-from agentsm.memory import scan
+from agentsm.memory import scan, with_call
 from agentsm.trace import decoded, read_events
 from eventstore import EventStore, StoredEvent
 
@@ -92,12 +92,15 @@ def _moments(
             current[:] = [event]
             yield fact
 
+    before = memory
     for fact, after_fact, now in scan(facts(), memory, state):
+        shown = with_call(fact, before) if before is not None else fact  # a call in full
+        before = after_fact
         event = current[0]
         if event.seq % CHECKPOINT == 0:
             marks[event.seq] = (_mark(event), after_fact, now)
         if event.seq >= start:
-            yield Moment(event.seq, fact, after_fact, now)
+            yield Moment(event.seq, shown, after_fact, now)
 
 
 def moments(

@@ -125,7 +125,9 @@ def _event(run: _Run, item: dict[str, Any]) -> NewEvent:
             raise ValueError("payload_text is not the text of the fact's payload")
         payload = text
     custom = item["meta"].get("custom") is True  # a user's own fact: read whole without its type
-    FACTS.decode(payload, kind, version, run_id=run.run_id, seq=seq, custom=custom)
+    FACTS.decode(
+        payload, kind, version, run_id=run.run_id, seq=seq, custom=custom, meta=item["meta"]
+    )
     if seq == 1 and kind != "RunStarted":
         raise ValueError(f"run {run.run_id} begins with {kind}, not RunStarted")
     given = item.get("hash")

@@ -312,7 +312,9 @@ def test_an_unregistered_kind_reads_generically_and_folds_to_nothing(
     assert [e.payload for e in copy.read("other")] == [e.payload for e in store.read("other")]
 
     def unmarked(e: NewEvent) -> NewEvent:  # written by other software, not as a user's fact
-        return NewEvent(e.kind, e.payload, "{}", e.recorded_at, e.version)
+        meta = json.loads(e.meta)
+        meta.pop("custom", None)  # the rest of the envelope kept (a transition's source state)
+        return NewEvent(e.kind, e.payload, json.dumps(meta), e.recorded_at, e.version)
 
     _copy_run(db, "other", "unmarked", unmarked)
     read = [e.fact for e in Trace.load(store, "unmarked")]  # reading never loses it

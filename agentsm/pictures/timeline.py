@@ -44,7 +44,7 @@ def timeline(entries: list[TraceEntry], title: str = "") -> Any:
             colour = "#2a9d8f" if e.fact.success else "#e4572e"
             top.scatter([e.seq], [rank[e.state]], color=colour, zorder=3, s=30)
             top.annotate(
-                e.fact.call.name,
+                e.fact.call.name if e.fact.call else f"#{e.fact.index}",
                 (e.seq, rank[e.state]),
                 fontsize=6.5,
                 xytext=(3, -9),

@@ -201,7 +201,8 @@ def _served(results: Sequence[f.ToolExecuted]) -> Callable[[ToolRegistry], ToolR
     def runner(tools: ToolRegistry) -> ToolRunner:
         queues: dict[str, deque[f.ToolExecuted]] = {}
         for r in results:
-            queues.setdefault(r.call.name, deque()).append(r)
+            if r.call is not None:  # always, for results read through a Trace
+                queues.setdefault(r.call.name, deque()).append(r)
 
         async def run(call: ToolCall) -> ToolOutcome:
             refused = tools.refusal(call.name, call.args)

@@ -213,7 +213,7 @@ def timeline_of(entries: Sequence[TraceEntry]) -> dict[str, Any]:
             tools.append(
                 {
                     "seq": e.seq,
-                    "name": fact.call.name,
+                    "name": fact.call.name if fact.call else f"#{fact.index}",
                     "start": e.timestamp - took - start,
                     "end": e.timestamp - start,
                     "duration_ms": ms,

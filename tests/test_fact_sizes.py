@@ -1,0 +1,172 @@
+"""Smaller facts: a tool call is written once (in the plan, or in the start of a handler's own
+call) and named by its place afterwards; a transition leaves the state it left to the envelope.
+Everything that reads the log still gets each call in full."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+from agentsm import AgentBuilder, AgentMemory, LlmResponse, MockLlmCaller, ToolCall
+from agentsm import facts as f
+from agentsm.memory import fold_with_state
+from agentsm.states import ActingState
+from agentsm.trace import Trace
+from eventstore import EventStore, NewEvent, PayloadReader, SQLiteEventStore
+from replay import Recording, branch_run, replay_run
+
+LONG = "The answer, which is long enough to be accepted."
+
+
+def lookup(args: dict[str, str]) -> str:
+    return f"value of {args['key']}"
+
+
+def agent(task: str = "look up two keys") -> AgentBuilder:
+    script = [
+        LlmResponse.tool_call("lookup", {"key": "a"}, id="c1"),
+        LlmResponse.tool_call("lookup", {"key": "b"}, id="c1"),  # the same id again
+        LlmResponse.final_answer(LONG),
+    ]
+    return (
+        AgentBuilder(task)
+        .llm(MockLlmCaller(script))
+        .tool("lookup", "Look a key up", {"type": "object"}, lookup)
+    )
+
+
+def stored(db: Path, run_id: str) -> list[tuple[str, int, dict[str, object]]]:
+    with SQLiteEventStore(db) as store:
+        return [(e.kind, e.version, json.loads(e.payload)) for e in store.read(run_id)]
+
+
+def test_a_tool_call_is_written_once_and_named_by_its_place_afterwards(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    run = agent().store(db).build()
+    run.run()
+    rows = stored(db, run.run_id)
+    started = [p for k, _, p in rows if k == "ToolCallStarted"]
+    executed = [p for k, _, p in rows if k == "ToolExecuted"]
+    assert started == [{"index": 0}, {"index": 0}]
+    assert [p["observation"] for p in executed] == ["SUCCESS: value of a", "SUCCESS: value of b"]
+    assert all("call" not in p for p in executed)
+    assert all(v == 2 for k, v, _ in rows if k in ("ToolCallStarted", "ToolExecuted"))
+    assert all("from_state" not in p for k, _, p in rows if k == "Transitioned")
+    # read back, every call is given in full, and the log folds to the memory the run had
+    trace = Trace.load(SQLiteEventStore(db), run.run_id)
+    calls = [e.fact.call for e in trace if isinstance(e.fact, f.ToolExecuted)]
+    assert [(c.name, c.args["key"]) for c in calls if c is not None] == [
+        ("lookup", "a"),
+        ("lookup", "b"),
+    ]
+    assert "lookup" in trace.format(None)
+    moves = [e.fact for e in trace if isinstance(e.fact, f.Transitioned)]
+    assert moves[0].from_state == "Idle" and moves[1].from_state == "Planning"
+    assert fold_with_state(trace.facts())[0] == run.memory
+    assert replay_run(db, run.run_id).identical
+
+
+class OwnCall(ActingState):
+    """Runs the planned calls, then a call of its own (not planned)."""
+
+    async def handle(self, ctx):  # type: ignore[no-untyped-def]
+        event = await super().handle(ctx)
+        own = ToolCall(name="lookup", args={"key": f"own{ctx.memory.step}"}, id="own")
+        await ctx.run_tools((own,), concurrent=False)
+        assert ctx.memory.results[-1].call == own and ctx.memory.results[-1].index is None
+        return event
+
+
+def own_agent(task: str) -> AgentBuilder:
+    return agent(task).handler("Acting", OwnCall())
+
+
+def test_a_handlers_own_call_is_written_once_in_its_start(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    run = own_agent("own calls").store(db).build()
+    run.run()
+    rows = stored(db, run.run_id)
+    started = [p for k, _, p in rows if k == "ToolCallStarted"]
+    assert started[1] == {
+        "index": 1,
+        "call": {"name": "lookup", "args": {"key": "own1"}, "id": "own"},
+    }
+    executed = [p for k, _, p in rows if k == "ToolExecuted"]
+    assert executed[1] == {"index": 1, "observation": "SUCCESS: value of own1", "success": True}
+    recording = Recording.load(SQLiteEventStore(db), run.run_id)
+    own = [e.fact for e in recording.entries if isinstance(e.fact, f.ToolExecuted)][1]
+    assert own.call == ToolCall(name="lookup", args={"key": "own1"}, id="own")
+    assert [e.call.args["key"] for e in recording.tool_effects] == ["a", "own1", "b", "own2"]
+    assert replay_run(db, run.run_id, builder=own_agent).identical
+
+
+def test_a_branch_copies_calls_by_their_place(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    run = agent().store(db).build()
+    run.run()
+    point = next(
+        e.seq
+        for e in Trace.load(SQLiteEventStore(db), run.run_id)
+        if e.event == "ObservationCommitted"
+    )
+    child = branch_run(db, run.run_id, point + 1, tool_result="patched")
+    rows = stored(db, child)
+    assert [p for k, _, p in rows if k == "ToolCallStarted"][0] == {"index": 0}
+    assert all("from_state" not in p for k, _, p in rows if k == "Transitioned")
+
+
+def test_facts_of_version_1_naming_the_call_in_full_still_fold_and_read(tmp_path: Path) -> None:
+    """A log written before version 2: the calls in full, the places left to the fold."""
+    db = tmp_path / "runs.db"
+    run = agent().store(db).build()
+    run.run()
+    old = tmp_path / "old.db"
+    trace = Trace.load(SQLiteEventStore(db), run.run_id)
+    with SQLiteEventStore(old) as store:
+        events = []
+        for e in trace:
+            payload = e.fact.model_dump(mode="json", exclude_none=True)
+            version = f.FACTS.version(e.event)
+            if e.event in ("ToolCallStarted", "ToolExecuted"):
+                payload.pop("index")
+                version = 1
+            events.append(
+                NewEvent(
+                    e.event,
+                    json.dumps(payload),
+                    json.dumps({"state": e.state, "step": e.step}),
+                    e.timestamp,
+                    version,
+                )
+            )
+        store.create_run("old", "look up two keys", events=events, status="done")
+        again = Trace.load(store, "old")
+        assert [x.fact for x in again] == [x.fact for x in trace]
+        assert fold_with_state(again.facts())[0] == run.memory
+    assert replay_run(old, "old").identical
+
+
+def test_every_backend_reads_bare_rows_and_folds_and_traces_from_them(store: EventStore) -> None:
+    run = agent().store(store).build()
+    run.run()
+    assert isinstance(store, PayloadReader)
+    rows = store.read_payloads(run.run_id)
+    stored = store.read(run.run_id)
+    assert [r[:4] for r in rows] == [(e.seq, e.kind, e.version, e.payload) for e in stored]
+    assert [json.loads(r[4]) for r in rows] == [e.meta for e in stored]
+    assert [r[5] for r in rows] == [e.recorded_at for e in stored]
+    assert [r[0] for r in store.read_payloads(run.run_id, after=3, upto=5)] == [4, 5]
+    assert AgentMemory.rebuild(store, run.run_id) == (run.memory, run.current_state())
+    trace = Trace.load(store, run.run_id)
+    assert [e.seq for e in trace] == [e.seq for e in stored]
+    assert [(e.step, e.state) for e in trace] == [(e.meta["step"], e.meta["state"]) for e in stored]
+    assert len(Trace.load(store, run.run_id, upto=6)) == 6
+
+
+def test_a_store_for_one_thread_commits_on_that_thread(tmp_path: Path) -> None:
+    store = SQLiteEventStore(tmp_path / "runs.db", threaded=False)
+    run = agent().store(store).build()
+    run.run()
+    assert f"writer of {store.path}" not in {t.name for t in threading.enumerate()}
+    assert store.transactions >= 2 and replay_run(store, run.run_id).identical
