@@ -32,6 +32,7 @@ from agentsm import (
     build_transition_table,
 )
 from agentsm import facts as f
+from agentsm.codec import FactCodec
 from agentsm.facts import FACTS
 from agentsm.states import ObservingState
 from agentsm.testing import AgentMachine, AgentRun, ToolBehaviour, agent_runs, check_table
@@ -624,3 +625,31 @@ def test_redaction_hooks_rewrite_the_users_facts_too(tmp_path: Path) -> None:
         if e.kind == "TicketRaised"
     ]
     assert titles == ["#1: SUCCESS: [REDACTED]", "#2: SUCCESS: [REDACTED]"]
+
+
+class StateNoted(CustomFact):
+    """A user's fact that leaves the state that recorded it to the envelope, as `Transitioned`
+    does, and has a field that is not plain but is usually None."""
+
+    kind: Literal["StateNoted"] = "StateNoted"
+    enveloped: ClassVar[dict[str, str]] = {"where": "state"}
+    where: str
+    ticket: TicketRaised | None = None
+
+
+def test_a_users_fact_is_encoded_with_the_built_in_facts_shortcuts() -> None:
+    codec = FactCodec(FACTS.types)  # its own codec: the process-wide one stays as it is
+    codec.add(StateNoted)
+    envelope = {"state": "Filing", "step": 3}
+    noted = StateNoted(where="Filing")
+    text = codec.encode(noted, envelope)
+    assert json.loads(text) == {}  # the state is the envelope's; the None is left out
+    assert codec.decode(text, "StateNoted", meta=envelope) == noted
+    elsewhere = StateNoted(where="Planning", ticket=TicketRaised(number=1, title="t"))
+    text = codec.encode(elsewhere, envelope)  # not the envelope's state: written out
+    assert json.loads(text) == {
+        "where": "Planning",
+        "ticket": {"kind": "TicketRaised", "number": 1, "title": "t"},
+    }
+    assert codec.decode(text, "StateNoted", meta=envelope) == elsewhere
+    assert codec.encode(noted, envelope) == "{}"  # written once per value, the same again
