@@ -381,6 +381,23 @@ def test_a_branch_of_a_child_with_the_parents_builder_is_a_branch_of_the_child_a
     assert [r.run_id for r in children_of(store, ["p1"])] == ["p1-1-0"]
 
 
+def test_agentsm_branch_live_of_a_child_with_the_parents_builder_asks_the_childs_llm(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "runs.db"
+    store = SQLiteEventStore(db)
+    run_parent(store, make_agent("Branch the child live"))
+    store.close()
+    builder = f"{ROOT / 'tests' / 'subagent_agent.py'}:make_agent"
+    args = ["--db", str(db), "branch", "p1-1-0", "--at", "2", "--live", "--builder", builder]
+    assert main(args) == 0
+    new_id = capsys.readouterr().out.split()[0]
+    store = SQLiteEventStore(db)
+    assert facts_of(store, new_id, f.LlmRequested)[-1].model == "child-model"
+    answer = store.run(new_id).summary.answer
+    assert answer == "You found the answer to Branch the child live (part 1)"  # not the parent's
+
+
 def test_a_child_waiting_for_a_human_leaves_the_parents_call_waiting(backend: Backend) -> None:
     store = backend.open()
 
