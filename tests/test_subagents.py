@@ -398,6 +398,17 @@ def test_agentsm_branch_live_of_a_child_with_the_parents_builder_asks_the_childs
     assert answer == "You found the answer to Branch the child live (part 1)"  # not the parent's
 
 
+def test_best_of_a_child_with_the_parents_builder_asks_the_childs_llm_for_a_model() -> None:
+    from replay import Variant, best_of
+
+    store = SQLiteEventStore(":memory:")
+    run_parent(store, make_agent("Judge the child"))
+    result = best_of(store, "p1-1-0", 2, [Variant(model="big")], lambda c: 0, builder=make_agent)
+    [candidate] = result.candidates
+    assert candidate.answer == "You found the answer to Judge the child (part 1)"
+    assert facts_of(store, candidate.run_id, f.LlmRequested)[-1].model == "big"
+
+
 def test_a_child_waiting_for_a_human_leaves_the_parents_call_waiting(backend: Backend) -> None:
     store = backend.open()
 
