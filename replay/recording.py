@@ -124,9 +124,12 @@ class Recording:
                 s -= 1
             asked = facts[k] if k < len(facts) else None
             if isinstance(asked, f.ApprovalRequested) and asked.reason == "outcome_unknown":
-                for n, call in enumerate(calls):
-                    if outcomes[n] is None and call.id in asked.call_ids:
+                later: list[ToolCall] = []  # a start made again after a stop: only its last
+                for n in reversed(range(len(calls))):  # start was asked about, the rest stopped
+                    call = calls[n]
+                    if outcomes[n] is None and call.id in asked.call_ids and call not in later:
                         outcomes[n] = ToolOutcome.unknown("OutcomeUnknown", "it never reported")
+                    later.append(call)
             for n, call in enumerate(calls):
                 effects.append(ToolEffect(self.entries[i + n].seq, call, outcomes[n], pinned))
                 pinned = pinned and not paired[n]

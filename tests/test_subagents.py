@@ -321,22 +321,24 @@ def _with_child_prompt(prompt: str) -> Callable[[str], AgentBuilder]:
     return make
 
 
-def killed_mid_child(backend: Backend) -> EventStore:
-    """Run the parent in a process that dies in the child's second LLM call."""
+def killed_mid_child(backend: Backend, kill: str = "1") -> EventStore:
+    """Run the parent in a process that dies in the child's second LLM call (or, with
+    kill="note", in the child's tool)."""
     if not backend.shared:
         pytest.skip("a killed process's SQLite in memory is gone with it")
     script = (
         "import sys; from tests.subagent_agent import make_agent; "
         "make_agent('Survive a kill').store(sys.argv[1]).run_id('p1').build().run()"
     )
-    env = {**os.environ, "AGENTSM_TEST_KILL": "1"}
+    env = {**os.environ, "AGENTSM_TEST_KILL": kill}
     done = subprocess.run(
         [sys.executable, "-c", script, backend.url], cwd=ROOT, env=env, capture_output=True
     )
     assert done.returncode == 9, done.stderr.decode()
     store = backend.open()
     assert store.run("p1-1-0").status == "running" and store.run("p1").status == "running"
-    assert len(facts_of(store, "p1-1-0", f.ToolExecuted)) == 1  # its tool ran before the kill
+    ran = 0 if kill == "note" else 1
+    assert len(facts_of(store, "p1-1-0", f.ToolExecuted)) == ran  # its tool ran before the kill
     return store
 
 
@@ -355,6 +357,23 @@ def test_resume_after_a_kill_mid_child_continues_the_same_child(backend: Backend
     assert len(facts_of(store, "p1", f.ToolExecuted)) == 1
     assert store.run("p1-1-0").status == "done" and store.run("p1").status == "done"
     assert replay_run(store, "p1", make_agent, children=True).identical
+
+
+def test_a_kill_in_a_childs_tool_replays_identical_through_both_waits(backend: Backend) -> None:
+    store = killed_mid_child(backend, kill="note")  # the child's tool may not run again
+
+    with pytest.raises(HumanInputRequired):  # the child asks whether it took effect
+        resume_run(store, "p1", make_agent)
+    assert len(facts_of(store, "p1", f.ToolCallStarted)) == 2  # the call, then its re-run
+    assert facts_of(store, "p1", f.ApprovalRequested)[-1].reason == "outcome_unknown"
+    report = replay_run(store, "p1", make_agent, children=True)  # the stop, the re-run, the wait
+    assert report.identical, str(report)
+
+    decide(store, "p1-1-0", "approved")
+    decide(store, "p1", "approved")
+    assert resume_run(store, "p1", make_agent).startswith("The researcher reported: SUCCESS")
+    report = replay_run(store, "p1", make_agent, children=True)
+    assert report.identical, str(report)
 
 
 def test_the_child_resumed_on_its_own_with_the_parents_builder_runs_as_the_child(
