@@ -6,6 +6,7 @@ needs only one store."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -512,6 +513,28 @@ def test_runs_tree_family_picture_and_viewer_show_the_child(
     lineage = {r["run_id"]: r for r in lineage_of(store, "p1")}
     assert lineage["p1-1-0"]["subagent"] == "researcher" and lineage["p1-1-0"]["changes"] == []
     assert lineage[branch]["subagent"] is None and lineage[branch]["changes"]
+
+
+def test_the_picture_of_a_child_with_the_parents_builder_is_the_childs_table(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from fastapi.testclient import TestClient
+
+    from replay.ui import Viewer, create_app
+
+    from .together_agent import make_agent as checking_parent
+
+    db = tmp_path / "runs.db"
+    run_parent(SQLiteEventStore(db), checking_parent("Draw the child"))
+    builder = "tests.together_agent:make_agent"
+    assert main(["--db", str(db), "graph", "p1-1-0", "--builder", builder]) == 0
+    drawn = capsys.readouterr().out
+    assert "Observing --> Checking: Continue" in drawn  # the child's own rows
+    assert "Observing --> Planning: Continue" not in drawn  # not the parent's
+    viewer = Viewer(str(db), builder=checking_parent)
+    client = TestClient(create_app(viewer), base_url="http://127.0.0.1")  # type: ignore[arg-type]
+    rows = client.get("/api/runs/p1-1-0/diagram").json()
+    assert "Observing --> Planning" not in json.dumps(rows)
 
 
 def test_the_family_picture_marks_the_sub_agent_edge(tmp_path: Path) -> None:
