@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -124,12 +125,11 @@ class Recording:
                 s -= 1
             asked = facts[k] if k < len(facts) else None
             if isinstance(asked, f.ApprovalRequested) and asked.reason == "outcome_unknown":
-                later: list[ToolCall] = []  # a start made again after a stop: only its last
-                for n in reversed(range(len(calls))):  # start was asked about, the rest stopped
-                    call = calls[n]
-                    if outcomes[n] is None and call.id in asked.call_ids and call not in later:
+                asked_ids = Counter(asked.call_ids)  # once per call asked about: the last
+                for n in reversed(range(len(calls))):  # starts (a start made again after a
+                    if outcomes[n] is None and asked_ids[calls[n].id] > 0:  # stop is later)
                         outcomes[n] = ToolOutcome.unknown("OutcomeUnknown", "it never reported")
-                    later.append(call)
+                        asked_ids[calls[n].id] -= 1
             for n, call in enumerate(calls):
                 effects.append(ToolEffect(self.entries[i + n].seq, call, outcomes[n], pinned))
                 pinned = pinned and not paired[n]
