@@ -23,7 +23,7 @@ from .judgement import BestOf, load_best_of
 from .judges import Judge, as_judge
 from .judging import judge_candidates, judgement_start
 from .recording import Recording
-from .source import Builder, StoreLike, open_store, recorded_builder
+from .source import Builder, StoreLike, agent_of, open_store, recorded_builder
 from .timetravel import memory_at
 
 __all__ = ["Variant", "abest_of", "best_of", "judge_again"]
@@ -123,8 +123,9 @@ async def abest_of(
     base = recorded.config
     if builder is None:
         recorded_builder(definition, parent.run_id)  # refuses a run that needs the user's agent
-    plans = [
-        _plan(i, v, base, definition.task_type, llm, builder, definition.task)
+    agent = agent_of(store, definition, builder) if builder is not None else None
+    plans = [  # a sub-agent run's LLM is its child agent's, even given its parent's builder
+        _plan(i, v, base, definition.task_type, llm, agent, definition.task)
         for i, v in enumerate(variants)
     ]
     branches = [

@@ -37,7 +37,7 @@ from .render import printable
 from .replaying import replay_run
 from .report import ReplayReport
 from .resuming import decide, pending_requests, resume_run
-from .source import resolve_run
+from .source import agent_of, resolve_run
 from .timetravel import memory_at
 
 __all__ = ["COMMANDS"]
@@ -247,7 +247,8 @@ def branch(
         changed = config_arg(config, recorded.config)
     llm = None
     if live and make is not None:
-        agent = make(Recording.load(store, run_id).definition.task)
+        definition = Recording.load(store, run_id, upto=1).definition
+        agent = agent_of(store, definition, make)(definition.task)  # a sub-agent run's own
         llm = agent.llm_caller or agent.build().llm  # without listing MCP tools, if it has one
     ran_live: list[ToolCall] = []
     with warnings.catch_warnings(record=True) as caught:

@@ -36,7 +36,7 @@ from .errors import UsageError
 from .judgement import family_notes, judgement_lines
 from .recording import Recording
 from .render import printable
-from .source import resolve_run
+from .source import agent_of, resolve_run
 from .timetravel import memory_at
 from .transfer import export_run, import_runs
 
@@ -301,10 +301,13 @@ def graph(run: str | None, out_file: str | None, builder: str | None) -> None:
     title = "transition table"
     task = "graph"
     if run:
-        recording = Recording.load(open_log(), run)
+        store = open_log()
+        recording = Recording.load(store, run)
         path = path_of(e.fact for e in recording.entries)
         title = f"run {recording.run_id}: the path it took"
         task = recording.definition.task
+        if make is not None:  # a sub-agent run's table is its child agent's
+            make = agent_of(store, recording.definition, make)
     table = make(task).build_table() if make is not None else build_transition_table()
     if not out_file or out_file.endswith((".mmd", ".md")):
         text = to_mermaid(table, path)

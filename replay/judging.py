@@ -302,6 +302,8 @@ def replay_judgement(
             )
         )
     replayed = [TraceEntry.from_stored(e) for e in read_events(scratch, recording.run_id)]
+    if not recording.finished:  # it stopped (its process died while the judge was asked):
+        replayed = replayed[: len(recording.entries)]  # the recording says nothing past its end
     return compare_runs(recording.run_id, recording.entries, replayed)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -144,9 +145,11 @@ class Recording:
                 s -= 1
             asked = facts[k] if k < len(facts) else None
             if isinstance(asked, f.ApprovalRequested) and asked.reason == "outcome_unknown":
-                for n, call in enumerate(calls):
-                    if outcomes[n] is None and call.id in asked.call_ids:
+                asked_ids = Counter(asked.call_ids)  # once per call asked about: the last
+                for n in reversed(range(len(calls))):  # starts (a start made again after a
+                    if outcomes[n] is None and asked_ids[calls[n].id] > 0:  # stop is later)
                         outcomes[n] = ToolOutcome.unknown("OutcomeUnknown", "it never reported")
+                        asked_ids[calls[n].id] -= 1
             for n, call in enumerate(calls):
                 effects.append(ToolEffect(self.entries[i + n].seq, call, outcomes[n], pinned))
                 pinned = pinned and not paired[n]

@@ -5,7 +5,7 @@ Both LLMs decide from memory alone, so any process can take either run up at any
 parent asks the `researcher` sub-agent once (every call with the same LLM call id, "c1") and
 answers with what it observed; the child notes its task with a tool, then answers.
 AGENTSM_TEST_KILL=1 makes the child's LLM end the process on its second call (after its tool
-ran), as a kill would.
+ran), as a kill would; AGENTSM_TEST_KILL=note ends it in the child's tool.
 """
 
 from __future__ import annotations
@@ -62,6 +62,8 @@ class ChildLlm:
 @tool
 def note(text: str) -> str:
     """Note a line."""
+    if os.environ.get("AGENTSM_TEST_KILL") == "note":
+        os._exit(9)  # the process dies while the child's tool runs (it is not idempotent)
     return f"noted {text}"
 
 

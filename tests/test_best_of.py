@@ -382,3 +382,36 @@ def test_best_of_reprs(tmp_path: Path) -> None:
     assert repr(c) == "Candidate(0, 'r1', label='', status='done', answer='Paris')"
     result = BestOf("j1", "p", 5, TASK, (c,), "function m.f", pick=0)
     assert repr(result).startswith("BestOf(judgement='j1', parent='p' at seq 5")
+
+
+class DyingJudge:
+    """An LLM judge whose process dies while it is asked (as a kill would)."""
+
+    async def call(self, memory: Any, tools: Any, model: str) -> LlmResponse:
+        import os
+
+        os._exit(9)
+
+
+def judge_killed(db: Path) -> None:  # run in a subprocess by the test below
+    run_id, at = record_parent(db)
+    variants = [Variant(answer="Paris, on the Seine."), Variant(answer="Paris, I believe it is.")]
+    best_of(db, run_id, at, variants, LlmJudge(DyingJudge(), model="judge"))
+
+
+def test_a_judgement_killed_while_the_judge_was_asked_replays_up_to_where_it_stopped(
+    tmp_path: Path,
+) -> None:
+    import subprocess
+    import sys
+
+    db = tmp_path / "runs.db"
+    script = "import sys; from tests.test_best_of import judge_killed; judge_killed(sys.argv[1])"
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run([sys.executable, "-c", script, str(db)], cwd=root, capture_output=True)
+    assert done.returncode == 9, done.stderr.decode()
+    store = SQLiteEventStore(db)
+    [judgement] = [r.run_id for r in store.runs() if r.info.get("judgement")]
+    assert isinstance(Trace.load(store, judgement).facts()[-1], f.JudgeAsked)  # then it died
+    report = replay_run(store, judgement)
+    assert report.identical, str(report)  # the recording says nothing past its end

@@ -26,6 +26,7 @@ from agentsm.trace import Trace
 from eventstore import SQLiteEventStore
 from replay import replay_run
 from replay.branching import branch_run
+from replay.recording import Recording
 from replay.resuming import decide, pending_requests, resume_run
 
 from .scenarios import LONG
@@ -411,6 +412,37 @@ def test_a_batch_where_one_call_was_abandoned_replays_identical(tmp_path: Path) 
         ["ERROR", " OutcomeUnknown"],
         ["SUCCESS", " value of b"],
     ]
+    for execute in (False, True):
+        report = replay_run(db, "r", make, execute_tools=execute)
+        assert report.identical, str(report)
+
+
+def test_two_identical_calls_abandoned_in_one_batch_replay_identical(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+
+    def make(task: str) -> AgentBuilder:
+        @tool(timeout=0.05)
+        async def pay(amount: int) -> str:
+            """Pay; it hangs past its timeout."""
+            await asyncio.sleep(30)
+            return "paid"
+
+        twice = [ToolCall(name="pay", args={"amount": 5}, id="call_0")] * 2
+        llm = ByStep(LlmResponse.tool_calls(twice), LlmResponse.final_answer(LONG))
+        return agent(llm, task).tool(pay)
+
+    with pytest.raises(HumanInputRequired):
+        make("t").store(db).run_id("r").build().run()
+    report = replay_run(db, "r", make)  # both starts were asked about, neither was a stop
+    assert report.identical, str(report)
+    assert [
+        e.outcome is not None for e in Recording.load(SQLiteEventStore(db), "r").tool_effects
+    ] == [
+        True,
+        True,
+    ]
+    decide(db, "r", "rejected", note="it did not")
+    assert resume_run(db, "r", make) == LONG
     for execute in (False, True):
         report = replay_run(db, "r", make, execute_tools=execute)
         assert report.identical, str(report)

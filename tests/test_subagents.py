@@ -6,6 +6,7 @@ needs only one store."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -321,22 +322,24 @@ def _with_child_prompt(prompt: str) -> Callable[[str], AgentBuilder]:
     return make
 
 
-def killed_mid_child(backend: Backend) -> EventStore:
-    """Run the parent in a process that dies in the child's second LLM call."""
+def killed_mid_child(backend: Backend, kill: str = "1") -> EventStore:
+    """Run the parent in a process that dies in the child's second LLM call (or, with
+    kill="note", in the child's tool)."""
     if not backend.shared:
         pytest.skip("a killed process's SQLite in memory is gone with it")
     script = (
         "import sys; from tests.subagent_agent import make_agent; "
         "make_agent('Survive a kill').store(sys.argv[1]).run_id('p1').build().run()"
     )
-    env = {**os.environ, "AGENTSM_TEST_KILL": "1"}
+    env = {**os.environ, "AGENTSM_TEST_KILL": kill}
     done = subprocess.run(
         [sys.executable, "-c", script, backend.url], cwd=ROOT, env=env, capture_output=True
     )
     assert done.returncode == 9, done.stderr.decode()
     store = backend.open()
     assert store.run("p1-1-0").status == "running" and store.run("p1").status == "running"
-    assert len(facts_of(store, "p1-1-0", f.ToolExecuted)) == 1  # its tool ran before the kill
+    ran = 0 if kill == "note" else 1
+    assert len(facts_of(store, "p1-1-0", f.ToolExecuted)) == ran  # its tool ran before the kill
     return store
 
 
@@ -355,6 +358,23 @@ def test_resume_after_a_kill_mid_child_continues_the_same_child(backend: Backend
     assert len(facts_of(store, "p1", f.ToolExecuted)) == 1
     assert store.run("p1-1-0").status == "done" and store.run("p1").status == "done"
     assert replay_run(store, "p1", make_agent, children=True).identical
+
+
+def test_a_kill_in_a_childs_tool_replays_identical_through_both_waits(backend: Backend) -> None:
+    store = killed_mid_child(backend, kill="note")  # the child's tool may not run again
+
+    with pytest.raises(HumanInputRequired):  # the child asks whether it took effect
+        resume_run(store, "p1", make_agent)
+    assert len(facts_of(store, "p1", f.ToolCallStarted)) == 2  # the call, then its re-run
+    assert facts_of(store, "p1", f.ApprovalRequested)[-1].reason == "outcome_unknown"
+    report = replay_run(store, "p1", make_agent, children=True)  # the stop, the re-run, the wait
+    assert report.identical, str(report)
+
+    decide(store, "p1-1-0", "approved")
+    decide(store, "p1", "approved")
+    assert resume_run(store, "p1", make_agent).startswith("The researcher reported: SUCCESS")
+    report = replay_run(store, "p1", make_agent, children=True)
+    assert report.identical, str(report)
 
 
 def test_the_child_resumed_on_its_own_with_the_parents_builder_runs_as_the_child(
@@ -379,6 +399,34 @@ def test_a_branch_of_a_child_with_the_parents_builder_is_a_branch_of_the_child_a
     assert facts_of(store, "cb", f.LlmRequested)[-1].model == "child-model"
     assert branch.summary.answer == "You found the answer to Branch the child (part 1)"
     assert [r.run_id for r in children_of(store, ["p1"])] == ["p1-1-0"]
+
+
+def test_agentsm_branch_live_of_a_child_with_the_parents_builder_asks_the_childs_llm(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "runs.db"
+    store = SQLiteEventStore(db)
+    run_parent(store, make_agent("Branch the child live"))
+    store.close()
+    builder = f"{ROOT / 'tests' / 'subagent_agent.py'}:make_agent"
+    args = ["--db", str(db), "branch", "p1-1-0", "--at", "2", "--live", "--builder", builder]
+    assert main(args) == 0
+    new_id = capsys.readouterr().out.split()[0]
+    store = SQLiteEventStore(db)
+    assert facts_of(store, new_id, f.LlmRequested)[-1].model == "child-model"
+    answer = store.run(new_id).summary.answer
+    assert answer == "You found the answer to Branch the child live (part 1)"  # not the parent's
+
+
+def test_best_of_a_child_with_the_parents_builder_asks_the_childs_llm_for_a_model() -> None:
+    from replay import Variant, best_of
+
+    store = SQLiteEventStore(":memory:")
+    run_parent(store, make_agent("Judge the child"))
+    result = best_of(store, "p1-1-0", 2, [Variant(model="big")], lambda c: 0, builder=make_agent)
+    [candidate] = result.candidates
+    assert candidate.answer == "You found the answer to Judge the child (part 1)"
+    assert facts_of(store, candidate.run_id, f.LlmRequested)[-1].model == "big"
 
 
 def test_a_child_waiting_for_a_human_leaves_the_parents_call_waiting(backend: Backend) -> None:
@@ -465,6 +513,28 @@ def test_runs_tree_family_picture_and_viewer_show_the_child(
     lineage = {r["run_id"]: r for r in lineage_of(store, "p1")}
     assert lineage["p1-1-0"]["subagent"] == "researcher" and lineage["p1-1-0"]["changes"] == []
     assert lineage[branch]["subagent"] is None and lineage[branch]["changes"]
+
+
+def test_the_picture_of_a_child_with_the_parents_builder_is_the_childs_table(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from fastapi.testclient import TestClient
+
+    from replay.ui import Viewer, create_app
+
+    from .together_agent import make_agent as checking_parent
+
+    db = tmp_path / "runs.db"
+    run_parent(SQLiteEventStore(db), checking_parent("Draw the child"))
+    builder = "tests.together_agent:make_agent"
+    assert main(["--db", str(db), "graph", "p1-1-0", "--builder", builder]) == 0
+    drawn = capsys.readouterr().out
+    assert "Observing --> Checking: Continue" in drawn  # the child's own rows
+    assert "Observing --> Planning: Continue" not in drawn  # not the parent's
+    viewer = Viewer(str(db), builder=checking_parent)
+    client = TestClient(create_app(viewer), base_url="http://127.0.0.1")  # type: ignore[arg-type]
+    rows = client.get("/api/runs/p1-1-0/diagram").json()
+    assert "Observing --> Planning" not in json.dumps(rows)
 
 
 def test_the_family_picture_marks_the_sub_agent_edge(tmp_path: Path) -> None:

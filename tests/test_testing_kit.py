@@ -428,3 +428,16 @@ def test_a_factory_that_cannot_be_imported_is_said_so() -> None:
     unnamed = python_of([], AgentConfig(), {}, [], None, lambda t: sample_agent(t))
     assert "builder=YOUR_FACTORY,  # a <lambda>" in unnamed
     assert "define it as a module-level function" in unnamed
+
+
+def test_a_recorded_sub_agent_run_runs_again_as_the_child_agent(tmp_path: Path) -> None:
+    from agentsm.testing import run_recorded
+
+    from .subagent_agent import CHILD_PROMPT, make_agent
+
+    db = tmp_path / "family.db"
+    make_agent("Find it").store(str(db)).run_id("p1").build().run()
+    run = run_recorded(str(db), "p1-1-0", [], builder=make_agent)  # the parent's builder
+    assert run.engine.memory.system_prompt.startswith(CHILD_PROMPT)  # not the parent's agent
+    assert run.engine.memory.history[0].observation == "SUCCESS: noted Find it (part 1)"
+    run.assert_invariants()

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from hypothesis import strategies as st
 
-from eventstore import EventStore, SQLiteEventStore
+from eventstore import EventStore, SQLiteEventStore, UnknownRun
 
 from .. import facts as f
 from ..builder import AgentBuilder
@@ -71,6 +71,9 @@ class Recorded:
     script: tuple[Any, ...]
     results: tuple[f.ToolExecuted, ...]
     decisions: tuple[Any, ...] = field(default=())
+    parent_task: str | None = None
+    """For a sub-agent run, the task of the parent run whose call started it (when the log
+    holds that run): how the parent's builder makes the child agent again."""
 
     @classmethod
     def of(cls, trace: Trace) -> Recorded:
@@ -110,7 +113,7 @@ class Recorded:
             if m.at >= len(script) or not isinstance(script[m.at], LlmResponse):
                 continue
             script[m.at] = _change(script[m.at], m)
-        return Recorded(self.run_id, self.definition, tuple(script), tuple(results), self.decisions)
+        return replace(self, script=tuple(script), results=tuple(results))
 
     def __repr__(self) -> str:
         return (
@@ -157,7 +160,7 @@ def recorded_runs(db: str | Path | EventStore, runs: Sequence[str] | None = None
     try:
         every = [r.run_id for r in store.runs() if not r.info.get("judgement")]  # agent runs
         ids = list(runs) if runs is not None else every
-        corpus = [Recorded.of(Trace.load(store, run_id)) for run_id in ids]
+        corpus = [_with_parent(store, Recorded.of(Trace.load(store, run_id))) for run_id in ids]
     finally:
         if store is not db:
             store.close()
@@ -167,6 +170,34 @@ def recorded_runs(db: str | Path | EventStore, runs: Sequence[str] | None = None
             "(AgentBuilder(...).store(path)), or point at another log."
         )
     return corpus
+
+
+def _with_parent(store: EventStore, recorded: Recorded) -> Recorded:
+    """The recorded run with its parent's task, for a sub-agent run whose parent is in the log."""
+    link = recorded.definition.parent_call
+    if link is None:
+        return recorded
+    try:
+        first = Trace.load(store, link.run_id).facts()[:1]
+    except UnknownRun:
+        return recorded
+    if not first or not isinstance(first[0], f.RunStarted):
+        return recorded
+    return replace(recorded, parent_task=first[0].task)
+
+
+def _agent_of(
+    builder: Callable[[str], AgentBuilder], recorded: Recorded
+) -> Callable[[str], AgentBuilder]:
+    """The user's agent for a recorded run: for a sub-agent run given its parent's builder, the
+    child agent the parent's sub-agent tool makes (as resume, replay and branch run it)."""
+    from ..subagent import SubAgentTool  # the sub-agent module builds on the builder
+
+    link = recorded.definition.parent_call
+    if link is None or recorded.parent_task is None:
+        return builder
+    made = builder(recorded.parent_task).tools.get(link.tool)
+    return made.builder_for if isinstance(made, SubAgentTool) else builder
 
 
 def _recorded_agent(definition: f.RunStarted) -> Callable[[str], AgentBuilder]:
@@ -239,6 +270,7 @@ def run_recorded(
     changed = inputs.mutated(mutations)
     definition = changed.definition
     imports, builder_line = _builder_lines(builder)
+    agent = _agent_of(builder, changed) if builder else None
     source = "\n".join(
         [
             "from agentsm.testing import Mutation, run_recorded",
@@ -255,7 +287,7 @@ def run_recorded(
         ]
     )
     return drive(
-        (lambda t: builder(t).mcp_recorded(definition)) if builder else _recorded_agent(definition),
+        (lambda t: agent(t).mcp_recorded(definition)) if agent else _recorded_agent(definition),
         definition.config,
         definition.budget,
         changed.script,

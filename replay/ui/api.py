@@ -13,6 +13,7 @@ from ..cli_common import parse_since
 from ..cli_list import SEARCHED, STATUSES, run_record, select
 from ..conversation import conversation_at
 from ..recording import Recording
+from ..source import agent_of
 from ..timetravel import memory_at
 from . import views
 
@@ -106,7 +107,8 @@ def diagram(viewer: ViewerDep, run: str) -> dict[str, Any]:
     table = None
     recording = Recording.load(viewer.store, run)
     if viewer.builder is not None:
-        table = viewer.builder(recording.definition.task).build_table()
+        agent = agent_of(viewer.store, recording.definition, viewer.builder)  # a child's own
+        table = agent(recording.definition.task).build_table()
     return views.diagram_of(recording, table)
 
 
