@@ -10,7 +10,20 @@ from typing import Any
 
 from .errors import RunInUse
 
-__all__ = ["Driver", "refuse_live_driver"]
+__all__ = ["RELEASED", "Driver", "hands_back", "refuse_live_driver"]
+
+RELEASED = (
+    "driver_host = NULL, driver_pid = NULL, driver_started = NULL, driver_token = NULL, "
+    "lease_until = NULL"
+)
+"""The catalog columns that name a run's driver, cleared (SQL for an UPDATE's SET)."""
+
+
+def hands_back(status: str | None) -> bool:
+    """Whether an append with this status hands the run back (waiting, ready, done, failed,
+    stopped, aborted): the append then releases the run in the same statement, so that the
+    catalog never shows a run that waits for a human as still driven."""
+    return status is not None and status != "running"
 
 
 def _start_time(pid: int) -> str | None:

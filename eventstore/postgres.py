@@ -14,7 +14,7 @@ from typing import Any
 import psycopg
 
 from .chain import GENESIS, ChainReport, chained, check_chain
-from .driver import Driver
+from .driver import RELEASED, Driver, hands_back
 from .errors import (
     AmbiguousRunId,
     ConcurrencyError,
@@ -283,9 +283,12 @@ class PostgresEventStore:
         token = self._leases.token(run_id)
         sets = "last_seq = %s, updated_at = %s"
         params: list[Any] = [last, events[-1].recorded_at if events else time.time()]
+        release = hands_back(status) and not self._db.in_batch()
         if status is not None:
             sets += ", status = %s"
             params.append(status)
+            if release:  # released in the same statement
+                sets += ", " + RELEASED
         if summary is not None:
             sets += ", " + _SUMMARY
             params += _summary_values(summary)
@@ -316,6 +319,8 @@ class PostgresEventStore:
         )
         if written == 0:
             self._refuse_append(run_id, expected_seq, token)
+        if release:
+            self._leases.lost(run_id)
         if events:
             self._remember(run_id, last, head)
         return last

@@ -21,7 +21,7 @@ from typing import Any, Literal, TypeVar
 import sqlite_utils
 
 from .chain import GENESIS, ChainReport, chained, check_chain
-from .driver import Driver, refuse_live_driver
+from .driver import RELEASED, Driver, hands_back, refuse_live_driver
 from .errors import (
     AmbiguousRunId,
     ConcurrencyError,
@@ -483,7 +483,9 @@ class SQLiteEventStore:
         `summary` when given); returns the new last seq. `durable`: an effect follows, so with
         `durability="full"` the commit is synced to disk."""
         write = self._append_write(run_id, expected_seq, events, status, summary)
-        return self._transaction(write, f"append to run {run_id!r}", durable=durable)
+        last = int(self._transaction(write, f"append to run {run_id!r}", durable=durable))
+        self._handed_back(run_id, status)
+        return last
 
     async def append_async(
         self,
@@ -503,12 +505,22 @@ class SQLiteEventStore:
             return self._transaction(write, what, durable=durable)
         future = self._submit(write, what, durable)
         if future.done():  # committed on this thread (`threaded=False`)
-            return int(future.result())
-        try:
-            return await asyncio.shield(asyncio.wrap_future(future))
-        except asyncio.CancelledError:
-            future.result()  # the append is under way: the caller learns how it ended first
-            raise
+            last = int(future.result())
+        else:
+            try:
+                last = await asyncio.shield(asyncio.wrap_future(future))
+            except asyncio.CancelledError:
+                future.result()  # the append is under way: the caller learns how it ended first
+                self._handed_back(run_id, status)
+                raise
+        self._handed_back(run_id, status)
+        return last
+
+    def _handed_back(self, run_id: str, status: str | None) -> None:
+        """After a committed append: a status that hands the run back released it in the same
+        transaction, so this store no longer drives it."""
+        if hands_back(status) and self._batch_owner != threading.get_ident():
+            self._held.pop(run_id, None)
 
     def _append_write(
         self,
@@ -520,6 +532,7 @@ class SQLiteEventStore:
     ) -> Callable[[sqlite3.Connection], int]:
         """The write of one append (see `append`), returning the new last seq."""
         last = expected_seq + len(events)
+        in_batch = self._batch_owner == threading.get_ident()
 
         def write(conn: sqlite3.Connection) -> int:
             now = events[-1].recorded_at if events else time.time()
@@ -528,6 +541,8 @@ class SQLiteEventStore:
             if status is not None:
                 sql += ", status = ?"
                 params += (status,)
+                if hands_back(status) and not in_batch:  # released in the same statement
+                    sql += ", " + RELEASED
             if summary is not None:
                 sql += ", " + _SUMMARY_SET
                 params += _summary_row(summary)

@@ -6,6 +6,7 @@ not share between two stores (SQLite in memory) or does not have yet is said whe
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import json
 import sqlite3
@@ -18,6 +19,7 @@ import pytest
 
 from eventstore import (
     AmbiguousRunId,
+    AsyncAppend,
     ConcurrencyError,
     EventStore,
     NewEvent,
@@ -232,6 +234,29 @@ def test_a_superseded_driver_writes_nothing(backend: Backend) -> None:
     assert record.driver is None and record.lease_until is None
     first.claim("r")  # released: anyone may take it up
     assert first.append("r", 2, [ev("C")]) == 3 and kinds(second, "r") == ["A", "B", "C"]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_an_append_that_hands_the_run_back_releases_it_with_the_status(
+    backend: Backend, mode: str
+) -> None:
+    if not backend.shared:
+        pytest.skip("SQLite in memory is one store")
+    driver, human = backend.open(), backend.open()
+    driver.create_run("r", "task", events=[ev("A")], status="running")
+    driver.claim("r")
+    assert driver.append("r", 1, [ev("B")], status="running") == 2
+    assert driver.run("r").driver is not None  # still driving
+    if mode == "async" and isinstance(driver, AsyncAppend):
+        asyncio.run(driver.append_async("r", 2, [ev("C")], status="waiting"))
+    else:
+        driver.append("r", 2, [ev("C")], status="waiting")
+    record = human.run("r")  # never "waiting" and still named as driven
+    assert (record.status, record.driver, record.lease_until) == ("waiting", None, None)
+    human.claim("r")  # a human's decision is taken at once
+    assert human.append("r", 3, [ev("D")], status="ready") == 4
+    driver.release("r")  # the old driver's late release changes nothing
+    assert human.run("r").status == "ready" and kinds(human, "r") == ["A", "B", "C", "D"]
 
 
 def test_a_lease_on_another_host_holds_the_run_until_it_runs_out(backend: Backend) -> None:
