@@ -384,6 +384,8 @@ def test_the_cli_shows_a_users_fact_without_the_users_code(tmp_path: Path) -> No
     assert memory.returncode == 0, memory.stderr
     parts = json.loads(memory.stdout)["memory"]["parts"]
     assert parts == {"levels": [], "tickets": []}  # no reducer here: the parts as they began
+    text = cli("memory", "r").stdout  # and says so, naming the kinds it could not fold
+    assert "part tickets" in text and "not folded: TicketRaised not registered here" in text
     for args in (("runs",), ("export", "r")):
         done = cli(*args)
         assert done.returncode == 0, done.stderr
