@@ -116,6 +116,11 @@ class SubAgentTool(Tool):
                 f"The child of sub-agent {self.name!r} returned {type(made).__name__} for its "
                 "task, not an AgentBuilder; return AgentBuilder(task)... without .build()."
             )
+        if made.llm_caller is None:
+            raise BuildError(
+                f"The child of sub-agent {self.name!r} has no LLM; give the builder it returns "
+                "one with .llm(...) (the child runs with its own LLM, prompt, tools and limits)."
+            )
         return made
 
     def bound_to(self, parent: AgentBuilder) -> SubAgentTool:

@@ -160,18 +160,22 @@ def test_a_child_llm_error_and_a_bad_child_are_data_too() -> None:
                     LlmResponse.tool_call("broken", {"task": "a"}),
                     LlmResponse.tool_call("bad", {"task": "b"}),
                     LlmResponse.tool_call("broken", {"task": ""}),
+                    LlmResponse.tool_call("mute", {"task": "c"}),
                     LlmResponse.final_answer("Nothing worked, as the log shows."),
                 ]
             )
         )
         .subagent("broken", "Its LLM fails.", broken)
         .subagent("bad", "Not an agent.", lambda task: "not a builder")  # type: ignore[arg-type,return-value]
+        .subagent("mute", "No LLM.", lambda task: AgentBuilder(task))
     )
     run_parent(store, parent)
-    first, second, third = facts_of(store, "p1", f.ToolExecuted)
+    first, second, third, fourth = facts_of(store, "p1", f.ToolExecuted)
     assert first.error_type == "SubAgentFailed" and "provider down" in first.observation
     assert second.error_type == "BuildError" and "not an AgentBuilder" in second.observation
     assert third.error_type == "InvalidArguments"
+    assert fourth.error_type == "BuildError"
+    assert "The child of sub-agent 'mute' has no LLM; give the builder" in fourth.observation
     assert [r.run_id for r in children_of(store, ["p1"])] == ["p1-1-0"]
 
 
