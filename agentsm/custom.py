@@ -172,8 +172,10 @@ def register_fact(
             )
     if existing is not None and existing.part != part:
         raise BuildError(
-            f"{kind} folds into the part {existing.part!r} already; it cannot fold into "
-            f"{part!r} too. Use one part per kind."
+            f"{kind} folds into the part {existing.part!r} already (registered earlier in "
+            f"this process, which keeps one part per kind); it cannot fold into {part!r} too: "
+            f"keep {existing.part!r}, or restart the process (in a notebook, the kernel) to "
+            "rename the part."
         )
     registration = FactRegistration(model, part, start, reducer)
     FACTS.add(model)

@@ -42,6 +42,7 @@ from .recorder import Recorder
 from .redaction import Redactor
 from .states.base import AgentState
 from .states.waiting import approval_requests
+from .subagent import with_waiting_children
 from .tools import ToolOutcome, ToolRegistry
 from .trace import Trace, decode
 from .transitions import TransitionTable
@@ -283,7 +284,8 @@ class AgentEngine:
         if ending == "done":
             return self.memory.final_answer or "[No answer produced]"
         if ending == "waiting":
-            raise HumanInputRequired(self.run_id, approval_requests(self.run_id, self.memory))
+            requests = approval_requests(self.run_id, self.memory)
+            raise HumanInputRequired(self.run_id, with_waiting_children(self.store, requests))
         raise AgentFailed(self.memory.error or "Unknown error", self.run_id)
 
     async def run_tool(self, call: ToolCall) -> ToolOutcome:

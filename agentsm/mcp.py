@@ -18,6 +18,7 @@ When a server is contacted:
 from __future__ import annotations
 
 import contextlib
+import shlex
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -237,6 +238,16 @@ class McpServer:
         if isinstance(e, McpServerUnavailable):
             return e
         why = f"no answer within {self.timeout}s" if isinstance(e, TimeoutError) else reason(e)
+        spec = self.spec
+        if spec.transport == "stdio" and not spec.args and len(spec.command.split()) > 1:
+            try:  # a whole command line given as the program
+                words = shlex.split(spec.command)
+            except ValueError:
+                words = spec.command.split()
+            why += (
+                f" (the command is one program, its arguments go apart: "
+                f"mcp_server_stdio({words[0]!r}, {words[1:]!r}))"
+            )
         return McpServerUnavailable(self.name, self.where, why)
 
     def __repr__(self) -> str:

@@ -215,7 +215,7 @@ class SkillSet:
     def load_dir(self, directory: str | Path) -> SkillSet:
         """Add the skills of one directory (source `dir:N`, N counting the directories loaded
         into this set); they replace skills of the same name. A directory that holds a
-        `SKILL.md` itself is one skill."""
+        `SKILL.md` itself is one skill; one that holds no skill at all is a BuildError."""
         root = Path(directory)
         if not root.is_dir():
             raise BuildError(
@@ -227,6 +227,12 @@ class SkillSet:
         files = [root / SKILL_FILE] if (root / SKILL_FILE).is_file() else []
         if not files:
             files = [d / SKILL_FILE for d in sorted(root.iterdir()) if (d / SKILL_FILE).is_file()]
+        if not files:  # a misspelt SKILL.md or a wrong level would offer no skill, silently
+            raise BuildError(
+                f"The skills directory {root} holds no skill: neither {root / SKILL_FILE} nor "
+                f"any {root}/*/{SKILL_FILE} exists; give the directory that holds one folder "
+                f"per skill, each with a file named exactly {SKILL_FILE}."
+            )
         seen: dict[str, Path] = {}
         for file in files:
             skill, body = load_skill(file, source)

@@ -44,12 +44,12 @@ from .recorder import encode_meta
 from .tool_context import ToolContext
 from .tools import Tool, ToolOutcome, ToolRegistry
 from .trace import decode
-from .types import ParentCall, State, TokenBudget, TokenUsage
+from .types import ApprovalRequest, ParentCall, State, TokenBudget, TokenUsage
 
 if TYPE_CHECKING:
     from .builder import AgentBuilder
 
-__all__ = ["TASK_SCHEMA", "SubAgentTool", "children_of", "subagent_of"]
+__all__ = ["TASK_SCHEMA", "SubAgentTool", "children_of", "subagent_of", "with_waiting_children"]
 
 TASK_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -115,6 +115,11 @@ class SubAgentTool(Tool):
             raise BuildError(
                 f"The child of sub-agent {self.name!r} returned {type(made).__name__} for its "
                 "task, not an AgentBuilder; return AgentBuilder(task)... without .build()."
+            )
+        if made.llm_caller is None:
+            raise BuildError(
+                f"The child of sub-agent {self.name!r} has no LLM; give the builder it returns "
+                "one with .llm(...) (the child runs with its own LLM, prompt, tools and limits)."
             )
         return made
 
@@ -297,3 +302,33 @@ def subagent_of(record: RunRecord) -> str | None:
 def children_of(store: EventStore, run_ids: Iterable[str]) -> list[RunRecord]:
     """The sub-agent runs started by calls of these runs (not their branches), oldest first."""
     return [r for r in store.runs(parents=list(run_ids)) if subagent_of(r) is not None]
+
+
+def with_waiting_children(
+    store: EventStore, requests: Iterable[ApprovalRequest]
+) -> list[ApprovalRequest]:
+    """The requests, each about a sub-agent call whose child run has not finished saying so
+    (the child's id and what to decide first) instead of asking whether the call took effect:
+    such a call came back without an outcome because its child waits, not because it died."""
+    explained = []
+    for request in requests:
+        child_id = f"{request.run_id}-{request.step}-{request.index}"  # the call's own key
+        record = _record(store, child_id)
+        if (
+            record is not None
+            and record.parent_id == request.run_id
+            and subagent_of(record) == request.call.name
+            and record.status not in ("done", "failed")
+        ):
+            first = (
+                f"decide it first (agentsm approve {child_id}), then approve"
+                if record.status == "waiting"
+                else "approve"
+            )
+            reason = (
+                f"its sub-agent run {child_id} has not finished (status {record.status}): "
+                f"{first} this call to continue it, or reject it to leave the child as it is"
+            )
+            request = request.model_copy(update={"reason": reason})
+        explained.append(request)
+    return explained

@@ -133,7 +133,10 @@ def best_of_command(
     judge pick the best: each candidate's run, status and answer, the pick marked, and the
     judgement run that records it. Exit 1 when nothing was picked."""
     if not models and not answers:
-        raise UsageError("best-of needs candidates: give --model MODEL or --answer TEXT, twice.")
+        raise UsageError(
+            "best-of needs candidates: give --model MODEL or --answer TEXT once per candidate "
+            "(repeat either, or both)."
+        )
     if (judge is None) == (judge_model is None):
         raise UsageError("best-of needs one judge: --judge module:function or --judge-model MODEL.")
     make = get_builder(builder, required=bool(models) or judge_model is not None or live_tools)

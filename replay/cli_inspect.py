@@ -12,8 +12,9 @@ from typing import Any
 import click
 
 from agentsm import facts as f
+from agentsm.custom import registered_facts
 from agentsm.subagent import subagent_of
-from agentsm.trace import TRACE_COLUMNS
+from agentsm.trace import TRACE_COLUMNS, decode
 from eventstore import SQLiteEventStore, open_store
 from eventstore.pg_url import is_postgres_url
 
@@ -178,15 +179,34 @@ def memory(run: str, at: int | None, messages: bool, as_json: bool) -> None:
         if value not in (None, ""):
             lines.append(f"  {name:<16} {printable(value)}")
     parts = mem.model_dump(mode="json", include={"parts"})["parts"]
+    unfolded = _unfolded_kinds(store, run_id) if parts else {}
     for name, value in parts.items():  # the user's own parts (their facts' reducers)
         shown = json.dumps(value, ensure_ascii=False)
-        lines.append(f"  {'part ' + name:<16} {printable(shown[:200])}")
+        note = ""
+        if unfolded.get(name):  # as it began: its facts were read here, not folded
+            note = out(f"  (not folded: {', '.join(unfolded[name])} not registered here)", "dim")
+        lines.append(f"  {'part ' + name:<16} {printable(shown[:200])}{note}")
     lines.append(f"  history ({plural(len(mem.history), 'entry', 'entries')})")
     for entry in mem.history:
         mark = out("ok ", "green") if entry.success else out("err", "red")
         call = printable(f"{entry.tool.name}({json.dumps(entry.tool.args, ensure_ascii=False)})")
         lines.append(f"    [{entry.step}] {mark} {call} -> {printable(entry.observation[:80])}")
     echo("\n".join(lines))
+
+
+def _unfolded_kinds(store: Any, run_id: str) -> dict[str, list[str]]:
+    """Each user part's fact kinds that this process has no reducer for (its facts read as
+    UnknownFact and leave the part as it began), from the run's definition."""
+    first = store.read(run_id, upto=1)
+    definition = decode(first[0]) if first else None
+    if not isinstance(definition, f.RunStarted) or not definition.custom_facts:
+        return {}
+    known = registered_facts()
+    unfolded: dict[str, list[str]] = {}
+    for kind, part in definition.custom_facts.items():
+        if kind not in known:
+            unfolded.setdefault(str(part), []).append(kind)
+    return unfolded
 
 
 @click.command(epilog=example("agentsm diff 3f2a 9c1e"))

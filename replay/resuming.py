@@ -12,6 +12,7 @@ from agentsm import facts as f
 from agentsm.memory import fold_with_state
 from agentsm.recorder import Recorder
 from agentsm.states.waiting import approval_requests
+from agentsm.subagent import with_waiting_children
 from agentsm.tools import Tool, ToolRegistry
 from agentsm.types import ApprovalRequest
 from eventstore import EventStore
@@ -74,11 +75,12 @@ def continue_claimed(
 
 def pending_requests(db: StoreLike, run_id: str) -> list[ApprovalRequest]:
     """The questions a run waiting in WaitingForHuman has for a human (empty otherwise)."""
-    recording = Recording.load(open_store(db), run_id)
+    store = open_store(db)
+    recording = Recording.load(store, run_id)
     memory, state = fold_with_state(e.fact for e in recording.entries)
     if state != State.WaitingForHuman:
         return []
-    return approval_requests(recording.run_id, memory)
+    return with_waiting_children(store, approval_requests(recording.run_id, memory))
 
 
 def decide(

@@ -371,6 +371,7 @@ def test_best_of_on_the_command_line(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert "7 runs replayed: 7 identical" in replayed.output
     missing = runner.invoke(cli, ["best-of", run_id, "--at", str(at), "--db", str(db)])
     assert missing.exit_code != 0 and "needs candidates" in str(missing.exception)
+    assert "once per candidate" in str(missing.exception)
     assert main(["best-of", run_id, "--at", str(at), "--answer", "x", "--db", str(db)]) == 2
     assert "needs one judge" in capsys.readouterr().err
 

@@ -329,6 +329,16 @@ def test_a_server_that_cannot_be_reached_is_one_clear_error(
     store.close()
 
 
+def test_a_whole_command_line_given_as_the_command_says_to_split_it() -> None:
+    builder = AgentBuilder("t").mcp_server_stdio("/nonexistent/mcp-server --port 'a b'")
+    with pytest.raises(McpServerUnavailable) as raised:
+        builder.llm(MockLlmCaller([])).store(":memory:").build()
+    assert (
+        "its arguments go apart: mcp_server_stdio('/nonexistent/mcp-server', ['--port', 'a b'])"
+        in str(raised.value)
+    )
+
+
 def test_a_tool_name_the_agent_has_already_is_refused_unless_prefixed() -> None:
     def add(a: int, b: int) -> int:
         """Local addition."""

@@ -212,6 +212,11 @@ def test_a_missing_directory_and_two_skills_of_one_name_are_build_errors(
 ) -> None:
     with pytest.raises(BuildError, match="does not exist"):
         AgentBuilder("t").skills(tmp_path / "nowhere")
+    (tmp_path / "empty").mkdir()
+    write_skill(tmp_path / "lower", "pdf", PDF).rename(tmp_path / "lower" / "pdf" / "skill.md")
+    for nothing in ("empty", "lower"):  # no SKILL.md anywhere: an error, not no skills
+        with pytest.raises(BuildError, match="holds no skill.*named exactly SKILL.md"):
+            AgentBuilder("t").skills(tmp_path / nothing)
     write_skill(tmp_path, "a", CSV)
     write_skill(tmp_path, "b", CSV)
     with pytest.raises(BuildError, match="Two skills .* are named 'csv'"):

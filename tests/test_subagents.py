@@ -33,7 +33,7 @@ from agentsm.pictures import family_of
 from agentsm.subagent import children_of, subagent_of
 from agentsm.trace import Trace
 from eventstore import EventStore, SQLiteEventStore
-from replay import branch_run, decide, replay_run, resume_run
+from replay import branch_run, decide, pending_requests, replay_run, resume_run
 from replay.cli import main
 from replay.ui.views import lineage_of
 
@@ -161,18 +161,22 @@ def test_a_child_llm_error_and_a_bad_child_are_data_too() -> None:
                     LlmResponse.tool_call("broken", {"task": "a"}),
                     LlmResponse.tool_call("bad", {"task": "b"}),
                     LlmResponse.tool_call("broken", {"task": ""}),
+                    LlmResponse.tool_call("mute", {"task": "c"}),
                     LlmResponse.final_answer("Nothing worked, as the log shows."),
                 ]
             )
         )
         .subagent("broken", "Its LLM fails.", broken)
         .subagent("bad", "Not an agent.", lambda task: "not a builder")  # type: ignore[arg-type,return-value]
+        .subagent("mute", "No LLM.", lambda task: AgentBuilder(task))
     )
     run_parent(store, parent)
-    first, second, third = facts_of(store, "p1", f.ToolExecuted)
+    first, second, third, fourth = facts_of(store, "p1", f.ToolExecuted)
     assert first.error_type == "SubAgentFailed" and "provider down" in first.observation
     assert second.error_type == "BuildError" and "not an AgentBuilder" in second.observation
     assert third.error_type == "InvalidArguments"
+    assert fourth.error_type == "BuildError"
+    assert "The child of sub-agent 'mute' has no LLM; give the builder" in fourth.observation
     assert [r.run_id for r in children_of(store, ["p1"])] == ["p1-1-0"]
 
 
@@ -449,11 +453,15 @@ def test_a_child_waiting_for_a_human_leaves_the_parents_call_waiting(backend: Ba
     with pytest.raises(HumanInputRequired) as waiting:
         run_parent(store, parent)
     assert [r.call.name for r in waiting.value.requests] == ["careful"]
-    assert "never reported" in waiting.value.requests[0].reason
+    reason = waiting.value.requests[0].reason  # says why, and what to decide first
+    assert "sub-agent run p1-1-0 has not finished (status waiting)" in reason
+    assert "decide it first (agentsm approve p1-1-0), then approve this call" in reason
     assert store.run("p1-1-0").status == "waiting" and store.run("p1").status == "waiting"
     assert facts_of(store, "p1", f.ToolExecuted) == []  # the call's outcome is unknown
 
     decide(store, "p1-1-0", "approved")  # the child's question first
+    [asked] = pending_requests(store, "p1")
+    assert "(status ready): approve this call to continue it" in asked.reason
     decide(store, "p1", "approved")  # then: continue the call
 
     def again(task: str) -> AgentBuilder:

@@ -14,7 +14,7 @@ from agentsm.pictures.diagram import path_of
 from agentsm.pictures.family import family_of
 from agentsm.pictures.layout import lay_out
 from agentsm.states.waiting import approval_requests
-from agentsm.subagent import subagent_of
+from agentsm.subagent import subagent_of, with_waiting_children
 from agentsm.trace import TraceEntry
 from agentsm.types import TERMINAL_STATES
 from eventstore import EventStore
@@ -61,7 +61,9 @@ def run_detail(store: EventStore, run_id: str) -> dict[str, Any]:
     if recording.entries:
         memory, state = fold_with_state(e.fact for e in recording.entries)
         asking = (
-            approval_requests(recording.run_id, memory) if state == State.WaitingForHuman else []
+            with_waiting_children(store, approval_requests(recording.run_id, memory))
+            if state == State.WaitingForHuman
+            else []
         )
         waiting = [
             {
