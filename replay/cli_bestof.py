@@ -3,17 +3,14 @@ judge pick one; the candidates and the pick are recorded."""
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import json
-import os
 import sys
 import warnings
-from pathlib import Path
 from typing import Any
 
 import click
 
+from agentsm import BuildError
 from agentsm.tables import styles_wanted, terminal_width
 
 from .bestof import Variant, best_of
@@ -24,7 +21,7 @@ from .judgement import BestOf
 from .judges import FunctionJudge, LlmJudge
 from .recording import Recording
 from .render import printable
-from .source import resolve_run
+from .source import load_object, resolve_run
 from .timetravel import memory_at
 
 __all__ = ["best_of_command"]
@@ -32,28 +29,10 @@ __all__ = ["best_of_command"]
 
 def load_judge(spec: str) -> FunctionJudge:
     """`--judge module:function` or `path/to/file.py:function`: a function of the candidates."""
-    module_name, _, attr = spec.rpartition(":")
-    if not module_name or not attr:
-        raise UsageError(f"--judge {spec!r}: use module:function or path/to/file.py:function.")
     try:
-        if module_name.endswith(".py") or os.sep in module_name:
-            path = Path(module_name).resolve()
-            loaded = importlib.util.spec_from_file_location(path.stem, path)
-            if loaded is None or loaded.loader is None:
-                raise ImportError(f"cannot load {path}")
-            module = importlib.util.module_from_spec(loaded)
-            sys.modules[path.stem] = module
-            loaded.loader.exec_module(module)
-        else:
-            if os.getcwd() not in sys.path:
-                sys.path.insert(0, os.getcwd())
-            module = importlib.import_module(module_name)
-    except (ImportError, OSError) as e:
-        raise UsageError(f"--judge {spec!r}: cannot import {module_name!r} ({e}).") from e
-    judge = getattr(module, attr, None)
-    if not callable(judge):
-        raise UsageError(f"--judge {spec!r}: {module_name} has no function {attr!r}.")
-    return judge  # type: ignore[no-any-return]
+        return load_object(spec, "--judge", "function")[1]  # type: ignore[no-any-return]
+    except BuildError as e:
+        raise UsageError(str(e)) from e
 
 
 def _show(result: BestOf) -> None:

@@ -81,11 +81,12 @@ def resolve_run(store: EventStore, run_id: str) -> str:
     return store.resolve(run_id)
 
 
-def load_builder(spec: str) -> Builder:
-    """`module:factory` or `path/to/file.py:factory`, as given on the command line."""
+def load_object(spec: str, option: str, what: str) -> tuple[str, Any]:
+    """The name and the callable `module:NAME` or `path/to/file.py:NAME` names, as given to
+    `option` on the command line (`what` says what NAME is: a factory, a function)."""
     module_name, _, attr = spec.rpartition(":")
     if not module_name or not attr:
-        raise BuildError(f"--builder {spec!r}: use module:factory or path/to/file.py:factory.")
+        raise BuildError(f"{option} {spec!r}: use module:{what} or path/to/file.py:{what}.")
     try:
         if module_name.endswith(".py") or os.sep in module_name:
             path = Path(module_name).resolve()
@@ -100,10 +101,17 @@ def load_builder(spec: str) -> Builder:
                 sys.path.insert(0, os.getcwd())
             module = importlib.import_module(module_name)
     except (ImportError, OSError) as e:
-        raise BuildError(f"--builder {spec!r}: cannot import {module_name!r} ({e}).") from e
-    factory = getattr(module, attr, None)
-    if not callable(factory):
-        raise BuildError(f"--builder {spec!r}: {module_name} has no callable {attr!r}.")
+        raise BuildError(f"{option} {spec!r}: cannot import {module_name!r} ({e}).") from e
+    found = getattr(module, attr, None)
+    if not callable(found):
+        kind = "callable" if what == "factory" else what
+        raise BuildError(f"{option} {spec!r}: {module_name} has no {kind} {attr!r}.")
+    return attr, found
+
+
+def load_builder(spec: str) -> Builder:
+    """`module:factory` or `path/to/file.py:factory`, as given on the command line."""
+    attr, factory = load_object(spec, "--builder", "factory")
 
     def checked(task: str) -> AgentBuilder:
         made = factory(task)
