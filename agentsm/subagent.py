@@ -41,7 +41,7 @@ from .errors import AgentFailed, BuildError, EngineError, HumanInputRequired
 from .facts import FACTS
 from .memory import AgentMemory, fold, fold_with_state, initial_memory
 from .recorder import encode_meta
-from .tool_context import ToolContext
+from .tool_context import ToolContext, call_key
 from .tools import Tool, ToolOutcome, ToolRegistry
 from .trace import decode
 from .types import ApprovalRequest, ParentCall, State, TokenBudget, TokenUsage
@@ -312,7 +312,7 @@ def with_waiting_children(
     such a call came back without an outcome because its child waits, not because it died."""
     explained = []
     for request in requests:
-        child_id = f"{request.run_id}-{request.step}-{request.index}"  # the call's own key
+        child_id = call_key(request.run_id, request.step, request.index)
         record = _record(store, child_id)
         if (
             record is not None

@@ -12,7 +12,13 @@ import uuid
 from contextvars import ContextVar
 from dataclasses import dataclass
 
-__all__ = ["ToolContext"]
+__all__ = ["ToolContext", "call_key"]
+
+
+def call_key(run_id: str, step: int, position: int) -> str:
+    """The key of a planned call, from its place in the run: `RUN-STEP-POSITION` (a call's
+    idempotency key, and the id of the run a sub-agent call starts)."""
+    return f"{run_id}-{step}-{position}"
 
 
 @dataclass(frozen=True)
@@ -34,7 +40,9 @@ class ToolContext:
 
     def __post_init__(self) -> None:
         if not self.idempotency_key:
-            key = f"{self.run_id}-{self.step}-{self.position}" if self.run_id else uuid.uuid4().hex
+            key = (
+                call_key(self.run_id, self.step, self.position) if self.run_id else uuid.uuid4().hex
+            )
             object.__setattr__(self, "idempotency_key", key)
 
     @classmethod
