@@ -30,7 +30,7 @@ from agentsm.llm.base import llm_settings
 from agentsm.memory import fold, initial_memory
 from agentsm.recorder import encode_meta
 from agentsm.trace import TraceEntry, read_events
-from eventstore import EventStore, NewEvent, SQLiteEventStore
+from eventstore import EventStore, NewEvent
 
 from .errors import ChoiceRefused
 from .judgement import BestOf
@@ -46,7 +46,8 @@ from .judges import (
     verdict_of,
 )
 from .recording import Recording
-from .report import ReplayReport, compare_runs
+from .report import ReplayReport
+from .scratch import ScratchStore
 from .source import StoreLike, open_store
 
 __all__ = ["judge_candidates", "judgement_start", "replay_judgement"]
@@ -287,7 +288,7 @@ def replay_judgement(
         again = judge
     else:
         again = _served(outcome)
-    scratch = SQLiteEventStore(":memory:")
+    scratch = ScratchStore()  # the replayed facts are compared, never kept
     with contextlib.suppress(ChoiceRefused):  # a refusal replays as a refusal
         run_sync(
             judge_candidates(
@@ -301,10 +302,9 @@ def replay_judgement(
                 judgement_id=recording.run_id,
             )
         )
-    replayed = [TraceEntry.from_stored(e) for e in read_events(scratch, recording.run_id)]
-    if not recording.finished:  # it stopped (its process died while the judge was asked):
-        replayed = replayed[: len(recording.entries)]  # the recording says nothing past its end
-    return compare_runs(recording.run_id, recording.entries, replayed)
+    return recording.compare(
+        [TraceEntry.from_stored(e) for e in read_events(scratch, recording.run_id)]
+    )
 
 
 def _served(outcome: f.CandidatePicked | f.PickRefused | None) -> FunctionJudge:

@@ -13,6 +13,7 @@ from agentsm.trace import FullCalls, TraceEntry, bulk_reading, entries
 from eventstore import EventStore, RunRecord
 
 from .errors import SeqOutOfRange
+from .report import ReplayReport, compare_runs
 from .source import resolve_run
 
 __all__ = ["DecisionEffect", "Recording", "ToolEffect"]
@@ -89,6 +90,13 @@ class Recording:
     def finished(self) -> bool:
         """True when the run recorded its closing fact (RunFinished)."""
         return bool(self.entries) and isinstance(self.entries[-1].fact, f.RunFinished)
+
+    def compare(self, replayed: list[TraceEntry]) -> ReplayReport:
+        """A replay's entries against this recording, fact by fact; a recording that stopped
+        (its process died) says nothing past its end, so the replay is compared up to there."""
+        if not self.finished:
+            replayed = replayed[: len(self.entries)]
+        return compare_runs(self.run_id, self.entries, replayed)
 
     @cached_property
     def llm_outcomes(self) -> tuple[f.LlmResponded | f.LlmFailed | None, ...]:

@@ -31,7 +31,7 @@ from .effects import (
 )
 from .judging import replay_judgement
 from .recording import Recording
-from .report import ReplayReport, compare_runs
+from .report import ReplayReport
 from .scratch import ScratchStore
 from .source import Builder, StoreLike, open_store, recorded_builder
 
@@ -140,9 +140,7 @@ def _replay(
         engine = agent.attach(recording.run_id)
         engine.observe(seen)
     replayed = seen.entries(scratch.run(recording.run_id).last_seq) or _replayed(scratch, recording)
-    if not recording.finished:
-        replayed = replayed[: len(recording.entries)]  # the recording says nothing past its end
-    report = compare_runs(recording.run_id, recording.entries, replayed)
+    report = recording.compare(replayed)
     if not children:
         return report
     family = tuple(

@@ -54,7 +54,7 @@ class ScratchStore:
         at = created_at if created_at is not None else time.time()
         self._events[run_id] = []
         self._runs[run_id] = RunRecord(
-            run_id, task, status or "running", at, at, 0, parent_id, branch_seq, info or {}
+            run_id, task, status or "created", at, at, 0, parent_id, branch_seq, info or {}
         )
         if events:
             self.append(run_id, 0, events, status=status)
