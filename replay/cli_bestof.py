@@ -121,10 +121,11 @@ def best_of_command(
     make = get_builder(builder, required=bool(models) or judge_model is not None or live_tools)
     store = open_log(write=True)
     run_id = resolve_run(store, run)
-    task = Recording.load(store, run_id, upto=1).definition.task
+    recording = Recording.load(store, run_id)
+    task = recording.definition.task
     changed: dict[str, Any] | None = None
-    if config:
-        recorded, _ = memory_at(store, run_id, at)
+    if config:  # over the config where the branches start, as best_of reads it
+        recorded, _ = memory_at(store, run_id, recording.branch_point(at))
         changed = config_arg(config, recorded.config).model_dump()
     variants = [Variant(model=m, config=changed, label=m) for m in models]
     variants += [Variant(answer=a, config=changed) for a in answers]
