@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -119,6 +120,14 @@ SCRIPT = [
 
 def agent(task: str) -> AgentBuilder:
     return ticket_agent(task, list(SCRIPT))
+
+
+@pytest.fixture(autouse=True)
+def _real_reducers() -> Iterator[None]:
+    """Registrations are process-wide: a test that swaps a reducer in cannot leave it behind,
+    even when it fails."""
+    yield
+    agent("restore the reducers")
 
 
 def record(db: Path, run_id: str = "r") -> AgentMemory:

@@ -156,7 +156,8 @@ def test_replay_needs_no_skill_files(skills_dir: Path, tmp_path: Path) -> None:
     assert report.identical, str(report)
     branch = branch_run(db, engine.run_id, at=3, llm_response=script()[0])
     store = SQLiteEventStore(db)
-    assert Trace.load(store, branch).facts()[-1].kind == "RunFinished"
+    last = Trace.load(store, branch).facts()[-1]
+    assert isinstance(last, f.RunFinished) and last.status == "done", last
     store.close()
 
     cli = subprocess.run(

@@ -541,8 +541,10 @@ def test_the_picture_of_a_child_with_the_parents_builder_is_the_childs_table(
     assert "Observing --> Planning: Continue" not in drawn  # not the parent's
     viewer = Viewer(str(db), builder=checking_parent)
     client = TestClient(create_app(viewer), base_url="http://127.0.0.1")  # type: ignore[arg-type]
-    rows = client.get("/api/runs/p1-1-0/diagram").json()
-    assert "Observing --> Planning" not in json.dumps(rows)
+    response = client.get("/api/runs/p1-1-0/diagram")
+    assert response.status_code == 200
+    assert "Checking" in response.text  # the child's own table
+    assert "Observing --> Planning" not in json.dumps(response.json())
 
 
 def test_the_family_picture_marks_the_sub_agent_edge(tmp_path: Path) -> None:
