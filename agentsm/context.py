@@ -270,7 +270,7 @@ class RunContext:
         if position is not None:
             self.record(f.ToolCallStarted(index=position))
             return position, position
-        place = len(memory.planned_calls) + len(memory.own_calls)
+        place = memory.next_place()
         self.record(f.ToolCallStarted(index=place, call=call))
         return None, place
 

@@ -163,16 +163,25 @@ class AgentMemory(BaseModel):
         """Positions of unfinished calls that were started: the process stopped while they ran."""
         return tuple(i for i in self.unfinished() if i in self.started)
 
-    def start_position(self, call: ToolCall) -> int | None:
-        """The planned position a call about to start takes, None when it is not a planned
-        call: the first planned call equal to it with no result that has not started, else
-        the oldest started one (run again after a stop)."""
+    def _unfinished_alike(self, call: ToolCall) -> list[int]:
+        """Positions of the planned calls equal to `call` that have no result yet."""
         done = {r.index for r in self.results}
-        same = [
+        return [
             i
             for i, planned in enumerate(self.planned_calls)
             if i not in done and (planned is call or planned == call)
         ]
+
+    def next_place(self) -> int:
+        """The place a handler's own call (not a planned one) takes in this step: after the
+        planned calls and the own calls started before it."""
+        return len(self.planned_calls) + len(self.own_calls)
+
+    def start_position(self, call: ToolCall) -> int | None:
+        """The planned position a call about to start takes, None when it is not a planned
+        call: the first planned call equal to it with no result that has not started, else
+        the oldest started one (run again after a stop)."""
+        same = self._unfinished_alike(call)
         fresh = next((i for i in same if i not in self.started), None)
         if fresh is not None:
             return fresh
@@ -181,12 +190,7 @@ class AgentMemory(BaseModel):
     def result_position(self, call: ToolCall) -> int | None:
         """The planned position a result for `call` belongs to, None when it is not a planned
         call: the oldest started call equal to it with no result, else the first such call."""
-        done = {r.index for r in self.results}
-        same = [
-            i
-            for i, planned in enumerate(self.planned_calls)
-            if i not in done and (planned is call or planned == call)
-        ]
+        same = self._unfinished_alike(call)
         return next((i for i in self.started if i in same), same[0] if same else None)
 
     def call_at(self, index: int) -> ToolCall | None:
@@ -336,7 +340,7 @@ def with_call(fact: Any, memory: AgentMemory) -> Any:
     place: int | None
     if isinstance(fact, f.ToolCallStarted):
         position = memory.start_position(fact.call)
-        place = position if position is not None else planned + len(memory.own_calls)
+        place = position if position is not None else memory.next_place()
     else:
         position = memory.result_position(fact.call)
         own = next((k for k, c in enumerate(memory.own_calls) if c == fact.call), None)

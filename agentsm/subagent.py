@@ -39,11 +39,11 @@ from . import facts as f
 from .catalog import summary_of
 from .errors import AgentFailed, BuildError, EngineError, HumanInputRequired
 from .facts import FACTS
-from .memory import AgentMemory, fold, fold_with_state, initial_memory
+from .memory import AgentMemory, fold_with_state, initial_memory
 from .recorder import encode_meta
 from .tool_context import ToolContext, call_key
 from .tools import Tool, ToolOutcome, ToolRegistry
-from .trace import decode
+from .trace import decode, fold_log
 from .types import ApprovalRequest, ParentCall, State, TokenBudget, TokenUsage
 
 if TYPE_CHECKING:
@@ -222,7 +222,7 @@ def _record(store: EventStore, run_id: str) -> RunRecord | None:
 
 def _tokens_left(store: EventStore, run_id: str) -> int | None:
     """What is left of a run's token budget, as its log says (None: it has no budget)."""
-    memory = fold(decode(e) for e in store.read(run_id))
+    memory, _ = fold_log(store, run_id)
     if memory.budget is None:
         return None
     return memory.budget.max_total_tokens - memory.total_usage.total_tokens
