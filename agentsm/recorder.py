@@ -19,7 +19,7 @@ from .memory import AgentMemory, apply, with_call
 from .redaction import Redactor
 from .types import State, ToolCall
 
-__all__ = ["Recorder", "encode_meta"]
+__all__ = ["Recorder", "encode_meta", "ownership_violation"]
 
 _BUILTIN = frozenset(State)
 
@@ -59,6 +59,23 @@ def _metrics_text(metrics: dict[str, Any]) -> str | None:
                 _STATE_JSON[key] = name
         parts.append(f"{name}:{value!r}")
     return "{" + ",".join(parts) + "}"
+
+
+def ownership_violation(
+    kind: str, state: str, records: Mapping[str, frozenset[str]]
+) -> OwnershipViolation | None:
+    """Why `state` may not record a fact of `kind` (None: it may): a built-in state records
+    only the built-in facts `OWNERS` gives it; a state whose handler declares `records`
+    records only those; a user's own fact only where it is declared."""
+    custom = kind not in FACTS.builtin
+    owners = OWNERS.get(kind)
+    if owners is not None and state in _BUILTIN and state not in owners:
+        return OwnershipViolation(state, kind, owners)
+    if custom or (owners is not None and state not in _BUILTIN):
+        declared = records.get(state)
+        if (custom or declared is not None) and kind not in (declared or ()):
+            return OwnershipViolation(state, kind, owners or frozenset(), declared=declared)
+    return None
 
 
 class Recorder:
@@ -104,20 +121,16 @@ class Recorder:
         if self.redactor is not None:
             fact = self.redactor.fact(fact)
         kind = fact.kind
-        custom = kind not in FACTS.builtin
-        owners = OWNERS.get(kind)
-        if owners is not None and state in _BUILTIN and state not in owners:
-            raise OwnershipViolation(state, kind, owners)
-        if custom or (owners is not None and state not in _BUILTIN):
-            declared = self.records.get(state)
-            if (custom or declared is not None) and kind not in (declared or ()):
-                raise OwnershipViolation(state, kind, owners or frozenset(), declared=declared)
-            if custom and kind not in FACTS.versions:
-                raise UnrecordableFact(
-                    kind,
-                    f"{kind} is not a registered fact kind; register it with "
-                    f"AgentBuilder.fact({type(fact).__name__}, reducer, part=...)",
-                )
+        violation = ownership_violation(kind, state, self.records)
+        if violation is not None:
+            raise violation
+        custom = kind not in FACTS.builtin  # a user's own fact: marked in its envelope
+        if custom and kind not in FACTS.versions:
+            raise UnrecordableFact(
+                kind,
+                f"{kind} is not a registered fact kind; register it with "
+                f"AgentBuilder.fact({type(fact).__name__}, reducer, part=...)",
+            )
         before = self.memory
         memory = apply(before, fact)  # pure: dropped if the fact cannot be recorded
         step = memory.step

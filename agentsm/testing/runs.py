@@ -15,8 +15,9 @@ from .. import facts as f
 from ..custom import CustomFact
 from ..engine import AgentEngine
 from ..errors import AgentFailed, EngineError, HumanInputRequired
-from ..facts import FACTS, OWNERS, Fact
+from ..facts import Fact
 from ..memory import AgentMemory, apply, fold_with_state
+from ..recorder import ownership_violation
 from ..states.reflecting import ReflectingState, compression_view
 from ..trace import Trace
 from ..types import TERMINAL_STATES, State, as_state
@@ -27,8 +28,6 @@ if TYPE_CHECKING:
     from ..builder import AgentBuilder
 
 __all__ = ["AgentRun", "Observation", "run_engine"]
-
-_BUILTIN = frozenset(State)
 
 
 @dataclass(frozen=True)
@@ -83,20 +82,9 @@ class AgentRun:
         transitions = 0
         for e in entries:
             fact = e.fact
-            owners = OWNERS.get(fact.kind)
-            if owners is not None and e.state in _BUILTIN and e.state not in owners:
-                problems.append(
-                    f"seq {e.seq}: {e.state} recorded {fact.kind}, which only "
-                    f"{', '.join(sorted(owners))} may record"
-                )
-            custom = fact.kind not in FACTS.builtin  # a user's own fact
-            if custom or (owners is not None and e.state not in _BUILTIN):
-                declared = engine.records.get(e.state)
-                if (custom or declared is not None) and fact.kind not in (declared or ()):
-                    problems.append(
-                        f"seq {e.seq}: {e.state} recorded {fact.kind}, which its handler does "
-                        "not declare (records)"
-                    )
+            violation = ownership_violation(fact.kind, e.state, engine.records)
+            if violation is not None:
+                problems.append(f"seq {e.seq}: {violation}")
             if isinstance(fact, f.Transitioned):
                 transitions += 1
                 if table.get((as_state(fact.from_state), fact.event)) != as_state(fact.to_state):
