@@ -171,10 +171,15 @@ class ToolsRejected(_Fact):
 
 
 class ToolCallsPlanned(_Fact):
-    """The calls Acting (or ParallelActing, when `parallel`) is to run, in the LLM's order."""
+    """The calls Acting (or ParallelActing, when `parallel`) is to run, in the LLM's order.
 
+    Calls the step's plan response holds are not written again: `calls` None stands for that
+    response's calls and text (`AgentMemory.offered_calls`, `offered_text`). Read through a
+    `Trace` or a replay `Recording`, `calls` and `text` are filled in (`in_full`)."""
+
+    version: ClassVar[int] = 2
     kind: Literal["ToolCallsPlanned"] = "ToolCallsPlanned"
-    calls: tuple[ToolCall, ...]
+    calls: tuple[ToolCall, ...] | None = None
     parallel: bool
     text: str | None = None
 
@@ -235,7 +240,7 @@ class ToolCallStarted(_Fact):
     once, in `call`, and takes the next place after the plan's calls (and the step's earlier
     own calls). A fact with `index` None (from a log written before version 2, or made by
     hand) has the whole call, and the reducer finds its place by the call. Read through a
-    `Trace` or a replay `Recording`, `call` and `index` are both filled in (`with_calls`)."""
+    `Trace` or a replay `Recording`, `call` and `index` are both filled in (`in_full`)."""
 
     version: ClassVar[int] = 2
     kind: Literal["ToolCallStarted"] = "ToolCallStarted"
@@ -262,10 +267,15 @@ class ToolExecuted(_Fact):
 
 
 class ObservationCommitted(_Fact):
-    """Observing moved the step's results (and refusals) into history."""
+    """Observing moved the step's results (and refusals) into history: `entries` (None:
+    none), then the results at the places `results` names, in that order (each result's call
+    and observation, the plan's text on the first: `committed_entries`), which are not written
+    again. Read through a `Trace` or a replay `Recording`, `entries` holds them all (`in_full`)."""
 
+    version: ClassVar[int] = 2
     kind: Literal["ObservationCommitted"] = "ObservationCommitted"
-    entries: tuple[HistoryEntry, ...]
+    entries: tuple[HistoryEntry, ...] | None = None
+    results: tuple[int, ...] | None = None
 
 
 class HistoryCompressed(_Fact):
@@ -526,6 +536,14 @@ FACT_ADAPTER: TypeAdapter[Fact] = FACTS.adapter
 def _call_named_in_full(old: dict[str, Any]) -> dict[str, Any]:
     """Version 1 wrote the whole call: its place (`index`) is left for the reducer to find."""
     return {k: v for k, v in old.items() if k != "index"}
+
+
+@FACTS.register("ToolCallsPlanned", 1)
+@FACTS.register("ObservationCommitted", 1)
+def _written_in_full(old: dict[str, Any]) -> dict[str, Any]:
+    """Version 1 wrote every call and entry in full, which version 2 still reads as such (it
+    may name them instead: the plan response's calls, the step's results)."""
+    return old
 
 
 _P, _A, _PA = State.Planning, State.Acting, State.ParallelActing

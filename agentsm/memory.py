@@ -37,11 +37,13 @@ __all__ = [
     "AgentMemory",
     "apply",
     "as_stored",
+    "committed_entries",
     "fold",
     "fold_with_state",
+    "in_full",
     "initial_memory",
+    "result_places",
     "scan",
-    "with_call",
 ]
 
 
@@ -97,6 +99,10 @@ class AgentMemory(BaseModel):
     own_calls: tuple[ToolCall, ...] = ()
     """The calls handlers ran this step that are not planned (their own), in the order they
     started: they take the places after the planned calls (see `call_at`)."""
+    offered_calls: tuple[ToolCall, ...] = ()
+    offered_text: str | None = None
+    """The calls and text of the step's plan response: a plan of them names them, without
+    writing them again (`ToolCallsPlanned.calls` None)."""
 
     def part(self, name: str) -> Any:
         """The value of the user-declared part `name` (see `AgentBuilder.fact`)."""
@@ -323,12 +329,25 @@ def _reduce(fact: Any, memory: AgentMemory) -> AgentMemory:
     raise TypeError(f"apply() does not know the fact {fact!r}; add a reducer for its type.")
 
 
-def with_call(fact: Any, memory: AgentMemory) -> Any:
-    """A ToolCallStarted or ToolExecuted with both its place (`index`) and its `call` filled in,
-    from `memory`, the memory just before it (the log names a call by its place; a log from
-    before version 2 wrote the call and left its place to the fold); any other fact as it is."""
-    if not isinstance(fact, f.ToolCallStarted | f.ToolExecuted):
-        return fact
+def in_full(fact: Any, memory: AgentMemory) -> Any:
+    """The fact with what it names by place given in full, from `memory`, the memory just
+    before it: a ToolCallStarted or ToolExecuted with both its place (`index`) and its `call`
+    (a log from before version 2 wrote the call and left its place to the fold), a
+    ToolCallsPlanned with the plan response's calls, an ObservationCommitted with every entry
+    its results make; any other fact as it is."""
+    if isinstance(fact, f.ToolCallStarted | f.ToolExecuted):
+        return _call_in_full(fact, memory)
+    if isinstance(fact, f.ToolCallsPlanned):
+        if fact.calls is not None:
+            return fact
+        return fact.model_copy(update={"calls": memory.offered_calls, "text": memory.offered_text})
+    if isinstance(fact, f.ObservationCommitted) and fact.results is not None:
+        made = committed_entries(memory, fact.results)
+        return fact.model_copy(update={"entries": (*(fact.entries or ()), *made), "results": None})
+    return fact
+
+
+def _call_in_full(fact: f.ToolCallStarted | f.ToolExecuted, memory: AgentMemory) -> Any:
     if fact.index is not None:
         if fact.call is not None:
             return fact
@@ -348,17 +367,65 @@ def with_call(fact: Any, memory: AgentMemory) -> Any:
     return fact if place is None else fact.model_copy(update={"index": place})
 
 
+def committed_entries(memory: AgentMemory, places: Iterable[int]) -> tuple[HistoryEntry, ...]:
+    """The history entries the step's results at `places` become, in that order: each
+    result's call and observation, the plan's text on the first (what Observing commits)."""
+    by_place = {r.index: r for r in memory.results}
+    text = memory.planned_text
+    made = []
+    for place in places:
+        result = by_place.get(place)
+        if result is None:
+            raise ValueError(
+                f"ObservationCommitted names the result at place {place}, and there is none"
+            )
+        made.append(
+            HistoryEntry(
+                step=memory.step,
+                tool=result.call,
+                observation=result.observation,
+                success=result.success,
+                text=text,
+            )
+        )
+        text = None
+    return tuple(made)
+
+
+def result_places(memory: AgentMemory) -> tuple[int, ...]:
+    """The places of the planned calls that have a result, in the plan's order: the results
+    Observing moves into history."""
+    done = {r.index for r in memory.results}
+    return tuple(i for i in range(len(memory.planned_calls)) if i in done)
+
+
 def as_stored(fact: Any, memory: AgentMemory) -> Any:
     """The fact as the log writes it, given `memory` just before it (the inverse of
-    `with_call`): a call its place names in `memory` is left out."""
-    if (
-        isinstance(fact, f.ToolCallStarted | f.ToolExecuted)
-        and fact.index is not None
-        and fact.call is not None
-        and (isinstance(fact, f.ToolExecuted) or fact.index < len(memory.planned_calls))
-        and memory.call_at(fact.index) == fact.call
-    ):
-        return fact.model_copy(update={"call": None})
+    `in_full`): a call its place names, a plan of the plan response's very calls, and
+    history entries the step's results make are left out."""
+    if isinstance(fact, f.ToolCallStarted | f.ToolExecuted):
+        if (
+            fact.index is not None
+            and fact.call is not None
+            and (isinstance(fact, f.ToolExecuted) or fact.index < len(memory.planned_calls))
+            and memory.call_at(fact.index) == fact.call
+        ):
+            return fact.model_copy(update={"call": None})
+        return fact
+    if isinstance(fact, f.ToolCallsPlanned):
+        offered = memory.offered_calls
+        if (
+            fact.calls
+            and (fact.calls is offered or fact.calls == offered)
+            and fact.text == memory.offered_text
+        ):
+            return fact.model_copy(update={"calls": None, "text": None})
+        return fact
+    if isinstance(fact, f.ObservationCommitted) and fact.results is None:
+        entries, places = fact.entries or (), result_places(memory)
+        kept = len(entries) - len(places)
+        if places and kept >= 0 and entries[kept:] == committed_entries(memory, places):
+            return fact.model_copy(update={"entries": entries[:kept] or None, "results": places})
     return fact
 
 

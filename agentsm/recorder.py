@@ -15,7 +15,7 @@ from .codec import value_problem
 from .custom import CustomFact
 from .errors import OwnershipViolation, UnrecordableFact
 from .facts import FACTS, OWNERS, Fact, ToolCallStarted
-from .memory import AgentMemory, apply, with_call
+from .memory import AgentMemory, apply, as_stored, in_full
 from .redaction import Redactor
 from .types import State, ToolCall
 
@@ -132,6 +132,7 @@ class Recorder:
                 f"AgentBuilder.fact({type(fact).__name__}, reducer, part=...)",
             )
         before = self.memory
+        fact = as_stored(fact, before)  # what it can name by place is not written again
         memory = apply(before, fact)  # pure: dropped if the fact cannot be recorded
         step = memory.step
         envelope = {"state": state, "step": step} if FACTS.enveloped(kind) else None
@@ -144,7 +145,7 @@ class Recorder:
         meta = encode_meta(state, step, metrics, custom=custom)
         self._pending.append(NewEvent(kind, payload, meta, self.clock(), FACTS.version_of(fact)))
         if self.observers:
-            shown = with_call(fact, before)  # a call named by its place, shown in full
+            shown = in_full(fact, before)  # what it names by place, shown in full
             for observer in self.observers:
                 observer(self.seq + len(self._pending), state, shown, memory)
 

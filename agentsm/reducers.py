@@ -8,7 +8,7 @@ from typing import Any
 from . import facts as f
 from . import window
 from .history import History
-from .memory import AgentMemory, _chain, _reduce, initial_memory
+from .memory import AgentMemory, _chain, _reduce, committed_entries, initial_memory
 from .types import ToolResult
 
 __all__: list[str] = []
@@ -72,6 +72,9 @@ def _(fact: f.StepStarted, memory: AgentMemory) -> AgentMemory:
 @_reduce.register
 def _(fact: f.LlmResponded, memory: AgentMemory) -> AgentMemory:
     update: dict[str, Any] = {}
+    if fact.purpose == "plan":  # what a plan of these very calls names (ToolCallsPlanned)
+        update["offered_calls"] = fact.response.calls
+        update["offered_text"] = fact.response.content
     if fact.response.usage is not None:
         update["total_usage"] = memory.total_usage + fact.response.usage
     if fact.purpose == "plan" and fact.response.confidence != memory.confidence_score:
@@ -95,12 +98,13 @@ def _(fact: f.ToolsRejected, memory: AgentMemory) -> AgentMemory:
 
 @_reduce.register
 def _(fact: f.ToolCallsPlanned, memory: AgentMemory) -> AgentMemory:
+    named = fact.calls is None  # the plan response's calls and text, not written again
     return _evolve(
         memory,
         {
-            "planned_calls": fact.calls,
+            "planned_calls": memory.offered_calls if named else fact.calls,
             "parallel": fact.parallel,
-            "planned_text": fact.text,
+            "planned_text": memory.offered_text if named else fact.text,
             "results": (),
             "decisions": (),
             "awaiting": (),
@@ -212,11 +216,16 @@ def _(fact: f.ToolExecuted, memory: AgentMemory) -> AgentMemory:
 
 @_reduce.register
 def _(fact: f.ObservationCommitted, memory: AgentMemory) -> AgentMemory:
+    entries = fact.entries or ()
+    if fact.results is not None:  # the step's results at these places, not written again
+        entries += committed_entries(memory, fact.results)
     return _evolve(
         memory,
         {
-            "history": _history(memory).added(fact.entries),
-            "history_digest": _chain(memory.history_digest, fact.entries),
+            "history": _history(memory).added(entries),
+            "history_digest": _chain(memory.history_digest, entries),
+            "offered_calls": (),
+            "offered_text": None,
             "planned_calls": (),
             "parallel": False,
             "planned_text": None,

@@ -15,7 +15,7 @@ from eventstore import EventStore, PayloadReader, StoredEvent
 
 from . import facts as f
 from .facts import FACTS, Fact
-from .memory import AgentMemory, apply, initial_memory, with_call
+from .memory import AgentMemory, apply, in_full, initial_memory
 from .reducers import keeps_memory
 from .tables import Column, render_table, styles_wanted, terminal_width
 from .types import State, as_state
@@ -262,7 +262,7 @@ def bulk_reading() -> Iterator[None]:
 
 class FullCalls:
     """Folds one run's facts as they are read, from its RunStarted, and gives each back with
-    a tool call named by its place given in full too (see `agentsm.memory.with_call`); facts
+    what it names by place given in full too (see `agentsm.memory.in_full`); facts
     met before a RunStarted are given as they are."""
 
     def __init__(self) -> None:
@@ -274,7 +274,7 @@ class FullCalls:
             if isinstance(fact, f.RunStarted):
                 self.memory = initial_memory(fact)
             return fact
-        shown: Fact = with_call(fact, memory)
+        shown: Fact = in_full(fact, memory)
         self.memory = apply(memory, shown)
         return shown
 
@@ -283,7 +283,7 @@ class FullCalls:
 
 
 def with_calls(pairs: Iterable[tuple[StoredEvent, Fact]]) -> Iterator[tuple[StoredEvent, Fact]]:
-    """Each event with its fact, a tool call named by its place given in full (`FullCalls`)."""
+    """Each event with its fact, what it names by place given in full (`FullCalls`)."""
     full = FullCalls()
     for event, fact in pairs:
         yield event, full(fact)
@@ -441,6 +441,8 @@ def summarize(fact: Fact) -> str:
             return "; ".join(_short(e.observation) for e in fact.entries)
         case f.ToolCallsPlanned():
             mode = "parallel" if fact.parallel else "sequential"
+            if fact.calls is None:
+                return f"{mode}: the calls of the plan response"
             return f"{mode}: " + ", ".join(f"{c.name}({_short(c.args, 30)})" for c in fact.calls)
         case f.ApprovalRequested():
             return f"calls {', '.join(fact.call_ids)}"
@@ -455,7 +457,7 @@ def summarize(fact: Fact) -> str:
             name = fact.call.name if fact.call is not None else f"call #{fact.index}"
             return f"{name} -> {_short(fact.observation)}{usage}"
         case f.ObservationCommitted():
-            return f"{len(fact.entries)} entries"
+            return f"{len(fact.entries or ()) + len(fact.results or ())} entries"
         case f.HistoryCompressed():
             return f"{fact.replaced} entries -> {_short(fact.summary.observation)!r}"
         case f.ReflectionSkipped():

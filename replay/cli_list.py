@@ -309,15 +309,22 @@ def _around_match(snippet: str, before: int = 24) -> str:
     return snippet if at <= before else "…" + snippet[at - before :]
 
 
-_NAMING = ("ToolCallsPlanned", "ToolCallStarted", "ObservationCommitted")
-"""The facts that tell which tool a result names by its place."""
+_NAMING = ("LlmResponded", "ToolCallsPlanned", "ToolCallStarted", "ObservationCommitted")
+"""The facts that tell which tool a result names by its place (a plan may name the calls of
+the plan response before it)."""
 
 
-def _follow_names(names: tuple[list[str], list[str]], fact: Any) -> None:
-    """Keep a run's planned tools and its handlers' own calls up to date with `fact`."""
-    planned, own = names
-    if isinstance(fact, f.ToolCallsPlanned | f.ObservationCommitted):
-        planned[:] = [c.name for c in fact.calls] if isinstance(fact, f.ToolCallsPlanned) else []
+def _follow_names(names: tuple[list[str], list[str], list[str]], fact: Any) -> None:
+    """Keep a run's offered and planned tools and its handlers' own calls up to date with
+    `fact`."""
+    offered, planned, own = names
+    if isinstance(fact, f.LlmResponded):
+        if fact.purpose == "plan":
+            offered[:] = [c.name for c in fact.response.calls]
+    elif isinstance(fact, f.ToolCallsPlanned | f.ObservationCommitted):
+        planned[:] = []
+        if isinstance(fact, f.ToolCallsPlanned):
+            planned[:] = offered if fact.calls is None else [c.name for c in fact.calls]
         own.clear()
     elif isinstance(fact, f.ToolCallStarted) and fact.call is not None:
         if fact.index is None and fact.call.name in planned:
@@ -337,10 +344,11 @@ def _stats(store: EventStore, since: float | None) -> dict[str, Any]:
         events.sort(key=lambda e: (e.run_id, e.seq))
     else:
         events = [e for r in records for e in store.read(r.run_id) if e.kind in wanted + _NAMING]
-    names: dict[str, tuple[list[str], list[str]]] = {}  # per run: the plan's tools, its own
+    names: dict[str, tuple[list[str], list[str], list[str]]] = {}  # per run: the response's
+    # tools, the plan's, the handlers' own
     for event in events:
         if event.kind in _NAMING:
-            _follow_names(names.setdefault(event.run_id, ([], [])), decode(event))
+            _follow_names(names.setdefault(event.run_id, ([], [], [])), decode(event))
             continue
         if since is not None and event.recorded_at < since:
             continue
@@ -348,7 +356,7 @@ def _stats(store: EventStore, since: float | None) -> dict[str, Any]:
         if event.kind == "ToolExecuted":
             name = fact.call.name if fact.call is not None else None
             if name is None:  # named by its place in the step
-                planned, own = names.get(event.run_id, ([], []))
+                _, planned, own = names.get(event.run_id, ([], [], []))
                 at = fact.index - len(planned)
                 name = planned[fact.index] if at < 0 else own[at] if at < len(own) else "?"
             tools[name] += 1

@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 from agentsm import AgentMemory, State
 from agentsm.facts import Fact
-from agentsm.memory import scan, with_call
+from agentsm.memory import in_full, scan
 from agentsm.trace import decoded, read_events
 from eventstore import EventStore, StoredEvent
 
@@ -94,7 +94,7 @@ def _moments(
 
     before = memory
     for fact, after_fact, now in scan(facts(), memory, state):
-        shown = with_call(fact, before) if before is not None else fact  # a call in full
+        shown = in_full(fact, before) if before is not None else fact  # a call in full
         before = after_fact
         event = current[0]
         if event.seq % CHECKPOINT == 0:

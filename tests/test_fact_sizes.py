@@ -1,6 +1,8 @@
-"""Smaller facts: a tool call is written once (in the plan, or in the start of a handler's own
-call) and named by its place afterwards; a transition leaves the state it left to the envelope.
-Everything that reads the log still gets each call in full."""
+"""Smaller facts: a tool call is written once (in the LLM's response, or in the start of a
+handler's own call) and named afterwards: the plan names the response's calls, starts and
+results name a call by its place, and the observation names the step's results; a transition
+leaves the state it left to the envelope. Everything that reads the log still gets each fact in
+full."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from pathlib import Path
 
 from agentsm import AgentBuilder, AgentMemory, LlmResponse, MockLlmCaller, ToolCall
 from agentsm import facts as f
-from agentsm.memory import fold_with_state
+from agentsm.memory import as_stored, fold_with_state, in_full
 from agentsm.states import ActingState
 from agentsm.trace import Trace
 from eventstore import EventStore, NewEvent, PayloadReader, SQLiteEventStore
@@ -53,8 +55,20 @@ def test_a_tool_call_is_written_once_and_named_by_its_place_afterwards(tmp_path:
     assert all("call" not in p for p in executed)
     assert all(v == 2 for k, v, _ in rows if k in ("ToolCallStarted", "ToolExecuted"))
     assert all("from_state" not in p for k, _, p in rows if k == "Transitioned")
+    # the plan names the response's calls, the observation the step's results
+    assert [p for k, _, p in rows if k == "ToolCallsPlanned"] == [{"parallel": False}] * 2
+    assert [p for k, _, p in rows if k == "ObservationCommitted"] == [{"results": [0]}] * 2
+    assert all(v == 2 for k, v, _ in rows if k in ("ToolCallsPlanned", "ObservationCommitted"))
     # read back, every call is given in full, and the log folds to the memory the run had
     trace = Trace.load(SQLiteEventStore(db), run.run_id)
+    plans = [e.fact for e in trace if isinstance(e.fact, f.ToolCallsPlanned)]
+    assert [[c.args["key"] for c in p.calls or ()] for p in plans] == [["a"], ["b"]]
+    committed = [e.fact for e in trace if isinstance(e.fact, f.ObservationCommitted)]
+    assert [[(h.tool.args["key"], h.observation) for h in c.entries or ()] for c in committed] == [
+        [("a", "SUCCESS: value of a")],
+        [("b", "SUCCESS: value of b")],
+    ]
+    assert all(c.results is None for c in committed)
     calls = [e.fact.call for e in trace if isinstance(e.fact, f.ToolExecuted)]
     assert [(c.name, c.args["key"]) for c in calls if c is not None] == [
         ("lookup", "a"),
@@ -113,6 +127,8 @@ def test_a_branch_copies_calls_by_their_place(tmp_path: Path) -> None:
     child = branch_run(db, run.run_id, point + 1, tool_result="patched")
     rows = stored(db, child)
     assert [p for k, _, p in rows if k == "ToolCallStarted"][0] == {"index": 0}
+    assert [p for k, _, p in rows if k == "ToolCallsPlanned"][0] == {"parallel": False}
+    assert [p for k, _, p in rows if k == "ObservationCommitted"][0] == {"results": [0]}
     assert all("from_state" not in p for k, _, p in rows if k == "Transitioned")
 
 
@@ -131,6 +147,9 @@ def test_facts_of_version_1_naming_the_call_in_full_still_fold_and_read(tmp_path
             if e.event in ("ToolCallStarted", "ToolExecuted"):
                 payload.pop("index")
                 version = 1
+            if e.event in ("ToolCallsPlanned", "ObservationCommitted"):
+                assert "calls" in payload or payload["entries"]  # written in full
+                version = 1
             events.append(
                 NewEvent(
                     e.event,
@@ -145,6 +164,36 @@ def test_facts_of_version_1_naming_the_call_in_full_still_fold_and_read(tmp_path
         assert [x.fact for x in again] == [x.fact for x in trace]
         assert fold_with_state(again.facts())[0] == run.memory
     assert replay_run(old, "old").identical
+
+
+def test_a_fact_is_stored_by_name_only_where_it_is_the_same_in_full(tmp_path: Path) -> None:
+    """`as_stored` leaves out only what `in_full` gives back exactly: a plan of other calls
+    than the response's, or history entries that are not the step's results, stay whole."""
+    db = tmp_path / "runs.db"
+    run = agent().store(db).build()
+    run.run()
+    trace = Trace.load(SQLiteEventStore(db), run.run_id)
+    facts = trace.facts()
+    for i, fact in enumerate(facts):
+        if not isinstance(fact, f.ToolCallsPlanned | f.ObservationCommitted):
+            continue
+        before = fold_with_state(facts[:i])[0]
+        compact = as_stored(fact, before)
+        assert compact != fact and in_full(compact, before) == fact
+        if isinstance(fact, f.ToolCallsPlanned):
+            other = fact.model_copy(update={"calls": (ToolCall(name="lookup", args={}),)})
+            text = fact.model_copy(update={"text": "another text"})
+            assert as_stored(other, before) == other and as_stored(text, before) == text
+        else:
+            entries = fact.entries or ()
+            changed = entries[0].model_copy(update={"observation": "not what the tool said"})
+            other = fact.model_copy(update={"entries": (changed,)})
+            assert as_stored(other, before) == other
+            more = fact.model_copy(update={"entries": (changed, *entries)})
+            kept = as_stored(more, before)
+            assert kept.entries == (changed,) and kept.results == (0,)
+            assert in_full(kept, before) == more
+    assert fold_with_state(facts)[0] == run.memory
 
 
 def test_every_backend_reads_bare_rows_and_folds_and_traces_from_them(store: EventStore) -> None:

@@ -7,7 +7,8 @@ from typing import ClassVar
 from .. import facts as f
 from ..context import RunContext
 from ..events import Event
-from ..types import HistoryEntry, State
+from ..memory import result_places
+from ..types import State
 
 
 class ObservingState:
@@ -18,24 +19,9 @@ class ObservingState:
 
     async def handle(self, ctx: RunContext) -> str:
         memory = ctx.memory
-        by_position = {r.index: r for r in memory.results}
-        entries = list(memory.rejected)
-        text = memory.planned_text
-        for position in range(len(memory.planned_calls)):
-            result = by_position.get(position)
-            if result is None:
-                continue
-            entries.append(
-                HistoryEntry(
-                    step=memory.step,
-                    tool=result.call,
-                    observation=result.observation,
-                    success=result.success,
-                    text=text,
-                )
-            )
-            text = None
-        ctx.record(f.ObservationCommitted(entries=tuple(entries)))
+        # the refusals, then the results in call order (named by their places, not rewritten)
+        refused = memory.rejected or None
+        ctx.record(f.ObservationCommitted(entries=refused, results=result_places(memory)))
         every = ctx.config.reflect_every_n_steps
         if every > 0 and memory.step % every == 0:
             return Event.NeedsReflection
