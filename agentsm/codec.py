@@ -122,6 +122,8 @@ def _check(annotation: Any) -> Check | None:
             return lambda v: v is None or checked(v)
     if origin is tuple and args in ((str, Ellipsis),):
         return lambda v: type(v) is tuple and all(type(x) is str for x in v)
+    if origin is tuple and args in ((int, Ellipsis),):
+        return lambda v: type(v) is tuple and all(type(x) is int and -_INTS < x < _INTS for x in v)
     return None
 
 

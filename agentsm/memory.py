@@ -335,16 +335,21 @@ def in_full(fact: Any, memory: AgentMemory) -> Any:
     (a log from before version 2 wrote the call and left its place to the fold), a
     ToolCallsPlanned with the plan response's calls, an ObservationCommitted with every entry
     its results make; any other fact as it is."""
-    if isinstance(fact, f.ToolCallStarted | f.ToolExecuted):
-        return _call_in_full(fact, memory)
-    if isinstance(fact, f.ToolCallsPlanned):
-        if fact.calls is not None:
-            return fact
-        return fact.model_copy(update={"calls": memory.offered_calls, "text": memory.offered_text})
-    if isinstance(fact, f.ObservationCommitted) and fact.results is not None:
-        made = committed_entries(memory, fact.results)
-        return fact.model_copy(update={"entries": (*(fact.entries or ()), *made), "results": None})
-    return fact
+    fill = _IN_FULL.get(type(fact))
+    return fact if fill is None else fill(fact, memory)
+
+
+def _plan_in_full(fact: f.ToolCallsPlanned, memory: AgentMemory) -> Any:
+    if fact.calls is not None:
+        return fact
+    return fact.model_copy(update={"calls": memory.offered_calls, "text": memory.offered_text})
+
+
+def _observation_in_full(fact: f.ObservationCommitted, memory: AgentMemory) -> Any:
+    if fact.results is None:
+        return fact
+    made = committed_entries(memory, fact.results)
+    return fact.model_copy(update={"entries": (*(fact.entries or ()), *made), "results": None})
 
 
 def _call_in_full(fact: f.ToolCallStarted | f.ToolExecuted, memory: AgentMemory) -> Any:
@@ -403,30 +408,55 @@ def as_stored(fact: Any, memory: AgentMemory) -> Any:
     """The fact as the log writes it, given `memory` just before it (the inverse of
     `in_full`): a call its place names, a plan of the plan response's very calls, and
     history entries the step's results make are left out."""
-    if isinstance(fact, f.ToolCallStarted | f.ToolExecuted):
-        if (
-            fact.index is not None
-            and fact.call is not None
-            and (isinstance(fact, f.ToolExecuted) or fact.index < len(memory.planned_calls))
-            and memory.call_at(fact.index) == fact.call
-        ):
-            return fact.model_copy(update={"call": None})
-        return fact
-    if isinstance(fact, f.ToolCallsPlanned):
-        offered = memory.offered_calls
-        if (
-            fact.calls
-            and (fact.calls is offered or fact.calls == offered)
-            and fact.text == memory.offered_text
-        ):
-            return fact.model_copy(update={"calls": None, "text": None})
-        return fact
-    if isinstance(fact, f.ObservationCommitted) and fact.results is None:
-        entries, places = fact.entries or (), result_places(memory)
-        kept = len(entries) - len(places)
-        if places and kept >= 0 and entries[kept:] == committed_entries(memory, places):
-            return fact.model_copy(update={"entries": entries[:kept] or None, "results": places})
+    leave = _AS_STORED.get(type(fact))
+    return fact if leave is None else leave(fact, memory)
+
+
+def _call_as_stored(fact: f.ToolCallStarted | f.ToolExecuted, memory: AgentMemory) -> Any:
+    if (
+        fact.index is not None
+        and fact.call is not None
+        and (isinstance(fact, f.ToolExecuted) or fact.index < len(memory.planned_calls))
+        and memory.call_at(fact.index) == fact.call
+    ):
+        return fact.model_copy(update={"call": None})
     return fact
+
+
+def _plan_as_stored(fact: f.ToolCallsPlanned, memory: AgentMemory) -> Any:
+    offered = memory.offered_calls
+    if (
+        fact.calls
+        and (fact.calls is offered or fact.calls == offered)
+        and fact.text == memory.offered_text
+    ):
+        return fact.model_copy(update={"calls": None, "text": None})
+    return fact
+
+
+def _observation_as_stored(fact: f.ObservationCommitted, memory: AgentMemory) -> Any:
+    if fact.results is not None:
+        return fact
+    entries, places = fact.entries or (), result_places(memory)
+    kept = len(entries) - len(places)
+    if places and kept >= 0 and entries[kept:] == committed_entries(memory, places):
+        return fact.model_copy(update={"entries": entries[:kept] or None, "results": places})
+    return fact
+
+
+_IN_FULL: dict[type, Any] = {
+    f.ToolCallStarted: _call_in_full,
+    f.ToolExecuted: _call_in_full,
+    f.ToolCallsPlanned: _plan_in_full,
+    f.ObservationCommitted: _observation_in_full,
+}
+_AS_STORED: dict[type, Any] = {
+    f.ToolCallStarted: _call_as_stored,
+    f.ToolExecuted: _call_as_stored,
+    f.ToolCallsPlanned: _plan_as_stored,
+    f.ObservationCommitted: _observation_as_stored,
+}
+"""The facts that name what memory holds, by their exact type (facts are final classes)."""
 
 
 def initial_memory(fact: f.RunStarted) -> AgentMemory:

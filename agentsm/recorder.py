@@ -11,7 +11,7 @@ from typing import Any
 from eventstore import AsyncAppend, EventStore, NewEvent, RunSummary, StoreError
 
 from .catalog import summary_of
-from .codec import value_problem
+from .codec import UnknownFact, value_problem
 from .custom import CustomFact
 from .errors import OwnershipViolation, UnrecordableFact
 from .facts import FACTS, OWNERS, Fact, ToolCallStarted
@@ -33,6 +33,10 @@ def encode_meta(
     """The envelope metadata of a fact as JSON text: the state that recorded it, the step,
     measurements (which replay does not compare), and whether it is one of the user's own
     facts (`custom`: a reader without its type still reads it, see `UnknownFact`)."""
+    if not metrics and not custom:
+        name = _STATE_JSON.get(state)
+        if name is not None:
+            return f'{{"state":{name},"step":{step}}}'
     name = _STATE_JSON.get(state)
     if name is None:
         name = json.dumps(str(state))
@@ -111,6 +115,7 @@ class Recorder:
         self._async = isinstance(store, AsyncAppend)  # awaitable appends, any thread
         self._shown: RunSummary | None = None  # the summary the catalog has from this recorder
         self.observers: list[Callable[[int, str, Any, AgentMemory], None]] = []
+        self._known: dict[tuple[type, str], tuple[bool, bool, int | None]] = {}
 
     def record(
         self, fact: Fact | CustomFact, state: str, metrics: dict[str, Any] | None = None
@@ -120,6 +125,35 @@ class Recorder:
         changes nothing."""
         if self.redactor is not None:
             fact = self.redactor.fact(fact)
+        kind = fact.kind
+        known = self._known.get((type(fact), state))
+        if known is None:
+            known = self._allowed(fact, state)
+        custom, enveloped, version = known
+        before = self.memory
+        fact = as_stored(fact, before)  # what it can name by place is not written again
+        memory = apply(before, fact)  # pure: dropped if the fact cannot be recorded
+        step = memory.step
+        payload = FACTS.encode(fact, {"state": state, "step": step} if enveloped else None)
+        if metrics and _metrics_text(metrics) is None:
+            problem = value_problem(metrics, "metrics")
+            if problem:
+                raise UnrecordableFact(kind, problem)
+        self.memory = memory
+        meta = encode_meta(state, step, metrics, custom=custom)
+        if version is None:  # an UnknownFact keeps the version it was stored at
+            version = FACTS.version_of(fact)
+        self._pending.append(NewEvent(kind, payload, meta, self.clock(), version))
+        if self.observers:
+            shown = in_full(fact, before)  # what it names by place, shown in full
+            for observer in self.observers:
+                observer(self.seq + len(self._pending), state, shown, memory)
+
+    def _allowed(self, fact: Fact | CustomFact, state: str) -> tuple[bool, bool, int | None]:
+        """Whether `state` may record `fact` (raises if not): whether it is a user's own kind,
+        whether its kind leaves fields to the envelope, and the version it is written at (None:
+        the fact's own, an UnknownFact's). Kept per type and state for this run: the answer
+        depends on those alone (and registrations, which a run does not change)."""
         kind = fact.kind
         violation = ownership_violation(kind, state, self.records)
         if violation is not None:
@@ -131,23 +165,10 @@ class Recorder:
                 f"{kind} is not a registered fact kind; register it with "
                 f"AgentBuilder.fact({type(fact).__name__}, reducer, part=...)",
             )
-        before = self.memory
-        fact = as_stored(fact, before)  # what it can name by place is not written again
-        memory = apply(before, fact)  # pure: dropped if the fact cannot be recorded
-        step = memory.step
-        envelope = {"state": state, "step": step} if FACTS.enveloped(kind) else None
-        payload = FACTS.encode(fact, envelope)
-        if metrics and _metrics_text(metrics) is None:
-            problem = value_problem(metrics, "metrics")
-            if problem:
-                raise UnrecordableFact(kind, problem)
-        self.memory = memory
-        meta = encode_meta(state, step, metrics, custom=custom)
-        self._pending.append(NewEvent(kind, payload, meta, self.clock(), FACTS.version_of(fact)))
-        if self.observers:
-            shown = in_full(fact, before)  # what it names by place, shown in full
-            for observer in self.observers:
-                observer(self.seq + len(self._pending), state, shown, memory)
+        version = None if isinstance(fact, UnknownFact) else FACTS.version_of(fact)
+        known = (custom, FACTS.enveloped(kind), version)
+        self._known[(type(fact), state)] = known
+        return known
 
     def as_recorded(self, call: ToolCall) -> ToolCall:
         """The call as the log would hold it (through the agent's redaction hooks)."""
