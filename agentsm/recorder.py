@@ -8,7 +8,7 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from eventstore import AsyncAppend, EventStore, NewEvent, RunSummary, StoreError
+from eventstore import AsyncAppend, AsyncDrive, EventStore, NewEvent, RunSummary, StoreError
 
 from .catalog import summary_of
 from .codec import UnknownFact, value_problem
@@ -113,6 +113,8 @@ class Recorder:
         self._claimed = False  # whether this recorder's store drives the run (see flush)
         self._status: str | None = None  # a status the next commit sets (see `driving`)
         self._async = isinstance(store, AsyncAppend)  # awaitable appends, any thread
+        self._drive: AsyncDrive | None = store if isinstance(store, AsyncDrive) else None
+        """The store, when its creations, claims and releases can be awaited too."""
         self._shown: RunSummary | None = None  # the summary the catalog has from this recorder
         self.observers: list[Callable[[int, str, Any, AgentMemory], None]] = []
         self._known: dict[tuple[type, str], tuple[bool, bool, int | None]] = {}
@@ -216,8 +218,25 @@ class Recorder:
             self._claimed = True
 
     async def acreate(self, task: str, *, created_at: float, status: str) -> None:
-        """`create` for async code, off the event loop where the store allows it."""
-        await self._off_loop(lambda: self.create(task, created_at=created_at, status=status))
+        """`create` for async code, off the event loop where the store allows it (through its
+        writer, the claim in the same transaction, where it can)."""
+        if self._drive is None:
+            await self._off_loop(lambda: self.create(task, created_at=created_at, status=status))
+            return
+        summary = summary_of(self.memory)
+        await self._drive.create_run_async(
+            self.run_id,
+            task,
+            created_at=created_at,
+            events=self._pending,
+            status=status,
+            summary=summary,
+            claim=True,
+        )
+        self._shown = summary
+        self.seq = len(self._pending)
+        self._pending.clear()
+        self._claimed = True
 
     def flush(self, status: str | None = None, *, effect: bool = False) -> None:
         """`commit` from sync code (a decision recorded later, a run stopped from outside): the
@@ -254,7 +273,10 @@ class Recorder:
         if events is None:
             return
         if not self._claimed:  # refused while another live process drives the run
-            await self._off_loop(lambda: self.store.claim(self.run_id))
+            if self._drive is not None:
+                await self._drive.claim_async(self.run_id)
+            else:
+                await self._off_loop(lambda: self.store.claim(self.run_id))
             self._claimed = True
         durable = effect or handed_back
         summary = self._summary()
@@ -283,7 +305,18 @@ class Recorder:
                 self._pending[:0] = events
                 raise
         if handed_back:
+            await self.arelease()
+
+    async def arelease(self) -> None:
+        """`release` for async code, without blocking the event loop."""
+        if self._drive is None:
             await self._off_loop(self.release)
+        elif self._claimed:
+            self._claimed = False
+            try:
+                await self._drive.release_async(self.run_id)
+            except StoreError:
+                pass  # as in `release`
 
     def _summary(self) -> RunSummary | None:
         """The run's summary for the next commit, or None when the catalog shows it already

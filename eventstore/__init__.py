@@ -16,7 +16,7 @@ from .errors import (
 )
 from .migrations import LATEST as SCHEMA_VERSION
 from .open import open_store
-from .protocol import AsyncAppend, EventStore, PayloadReader, Searchable
+from .protocol import AsyncAppend, AsyncDrive, EventStore, PayloadReader, Searchable
 from .records import NewEvent, RunRecord, RunSummary, StoredEvent
 from .sqlite import DURABILITY, Durability, SQLiteEventStore
 
@@ -28,6 +28,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "AmbiguousRunId",
     "AsyncAppend",
+    "AsyncDrive",
     "ChainBreak",
     "ChainReport",
     "ConcurrencyError",

@@ -9,7 +9,7 @@ from typing import Any, Protocol, runtime_checkable
 from .chain import ChainReport
 from .records import NewEvent, RunRecord, RunSummary, StoredEvent
 
-__all__ = ["AsyncAppend", "EventStore", "PayloadReader", "Searchable"]
+__all__ = ["AsyncAppend", "AsyncDrive", "EventStore", "PayloadReader", "Searchable"]
 
 
 @runtime_checkable
@@ -126,6 +126,30 @@ class AsyncAppend(Protocol):
         durable: bool = False,
         summary: RunSummary | None = None,
     ) -> int: ...
+
+
+@runtime_checkable
+class AsyncDrive(Protocol):
+    """A store whose run creation, claims and releases can be awaited without blocking the event
+    loop, through the writer its appends go through (so that they share its transactions); a
+    creation may claim the new run in the same transaction. As with `AsyncAppend`, a cancelled
+    wait still ends with the write done whole or not at all."""
+
+    async def create_run_async(
+        self,
+        run_id: str,
+        task: str,
+        *,
+        created_at: float | None = None,
+        events: Sequence[NewEvent] = (),
+        status: str | None = None,
+        summary: RunSummary | None = None,
+        claim: bool = False,
+    ) -> None: ...
+
+    async def claim_async(self, run_id: str, *, force: bool = False) -> None: ...
+
+    async def release_async(self, run_id: str) -> None: ...
 
 
 @runtime_checkable

@@ -245,6 +245,54 @@ class SQLiteEventStore:
         """Add a run to the catalog together with its first `events` (and its `summary`), in one
         transaction, so that no reader ever sees it without them; an id that exists already is
         a `ConcurrencyError` and writes nothing."""
+        write = self._create_write(
+            run_id, task, parent_id, branch_seq, info, created_at, events, status, summary
+        )
+        self._transaction(write, f"create run {run_id!r}")
+        return self.run(run_id)
+
+    async def create_run_async(
+        self,
+        run_id: str,
+        task: str,
+        *,
+        created_at: float | None = None,
+        events: Sequence[NewEvent] = (),
+        status: str | None = None,
+        summary: RunSummary | None = None,
+        claim: bool = False,
+    ) -> None:
+        """`create_run` for async code, and with `claim` the run's claim in the same
+        transaction (a new run has no other driver): the writer commits it while the event
+        loop goes on, sharing the transaction with the other writes that arrive meanwhile."""
+        write = self._create_write(
+            run_id, task, None, None, None, created_at, events, status, summary
+        )
+        token = uuid.uuid4().hex if claim else None
+        if token is not None:
+            me, create = Driver.current(), write
+
+            def write(conn: sqlite3.Connection) -> None:
+                create(conn)
+                self._drive(conn, run_id, me, token, time.time())
+
+        await self._committed(write, f"create run {run_id!r}")
+        if token is not None:
+            self._hold(run_id, token)
+
+    def _create_write(
+        self,
+        run_id: str,
+        task: str,
+        parent_id: str | None,
+        branch_seq: int | None,
+        info: dict[str, Any] | None,
+        created_at: float | None,
+        events: Sequence[NewEvent],
+        status: str | None,
+        summary: RunSummary | None,
+    ) -> Callable[[sqlite3.Connection], None]:
+        """The write of one `create_run`."""
         now = time.time() if created_at is None else created_at
         row = (
             run_id,
@@ -271,8 +319,7 @@ class SQLiteEventStore:
             if summary is not None:
                 _write_summary(conn, run_id, summary)
 
-        self._transaction(write, f"create run {run_id!r}")
-        return self.run(run_id)
+        return write
 
     def run(self, run_id: str) -> RunRecord:
         """The catalog entry of one run; `UnknownRun` names the closest ids when it is missing."""
@@ -500,21 +547,30 @@ class SQLiteEventStore:
         """`append` for async code: awaits the writer's commit without blocking the loop, so
         that the commits of concurrent runs share transactions."""
         write = self._append_write(run_id, expected_seq, events, status, summary)
-        what = f"append to run {run_id!r}"
+        try:
+            last = int(await self._committed(write, f"append to run {run_id!r}", durable))
+        except asyncio.CancelledError:  # raised only once the append is known to be done
+            self._handed_back(run_id, status)
+            raise
+        self._handed_back(run_id, status)
+        return last
+
+    async def _committed(
+        self, write: Callable[[sqlite3.Connection], T], what: str, durable: bool = False
+    ) -> T:
+        """`_transaction` for async code: the writer's commit awaited without blocking the
+        loop. If the awaiting task is cancelled, the write is still carried out whole or not
+        at all, and the cancellation is raised once it is known which."""
         if self._batch_owner == threading.get_ident():
             return self._transaction(write, what, durable=durable)
         future = self._submit(write, what, durable)
         if future.done():  # committed on this thread (`threaded=False`)
-            last = int(future.result())
-        else:
-            try:
-                last = await asyncio.shield(asyncio.wrap_future(future))
-            except asyncio.CancelledError:
-                future.result()  # the append is under way: the caller learns how it ended first
-                self._handed_back(run_id, status)
-                raise
-        self._handed_back(run_id, status)
-        return last
+            return future.result()
+        try:
+            return await asyncio.shield(asyncio.wrap_future(future))
+        except asyncio.CancelledError:
+            future.result()  # under way: the caller learns how it ended first
+            raise
 
     def _handed_back(self, run_id: str, status: str | None) -> None:
         """After a committed append: a status that hands the run back released it in the same
@@ -588,6 +644,20 @@ class SQLiteEventStore:
         its appends are accepted and a late one from a superseded driver is not. A run driven
         by another live process (same host: its pid runs with the same start time; other
         host: its lease has not expired) is refused with `RunInUse`, unless `force`."""
+        write, token = self._claim_write(run_id, force)
+        self._transaction(write, f"claim run {run_id!r}")
+        self._hold(run_id, token)
+
+    async def claim_async(self, run_id: str, *, force: bool = False) -> None:
+        """`claim` for async code: the writer commits it while the event loop goes on."""
+        write, token = self._claim_write(run_id, force)
+        await self._committed(write, f"claim run {run_id!r}")
+        self._hold(run_id, token)
+
+    def _claim_write(
+        self, run_id: str, force: bool
+    ) -> tuple[Callable[[sqlite3.Connection], None], str]:
+        """The write of one `claim`, and the token it names this process's claim by."""
         me = Driver.current()
         token = uuid.uuid4().hex
 
@@ -603,8 +673,7 @@ class SQLiteEventStore:
             refuse_live_driver(run_id, row, self._held.get(run_id), force=force, now=now)
             self._drive(conn, run_id, me, token, now)
 
-        self._transaction(write, f"claim run {run_id!r}")
-        self._hold(run_id, token)
+        return write, token
 
     def claim_next(
         self, *, kinds: Sequence[str] = ("queued", "ready", "orphaned")
@@ -716,12 +785,24 @@ class SQLiteEventStore:
         """Stop driving the run: the catalog no longer names this process (if it still did)."""
         token = self._held.pop(run_id, None)
         if token is not None:
-            self._execute(
-                "UPDATE runs SET driver_host = NULL, driver_pid = NULL, driver_started = NULL, "
-                "driver_token = NULL, lease_until = NULL WHERE run_id = ? AND driver_token = ?",
+            self._transaction(self._release_write(run_id, token), f"release run {run_id!r}")
+
+    async def release_async(self, run_id: str) -> None:
+        """`release` for async code; nothing to wait for when the run is not held (an append
+        that handed it back released it already)."""
+        token = self._held.pop(run_id, None)
+        if token is not None:
+            await self._committed(self._release_write(run_id, token), f"release run {run_id!r}")
+
+    @staticmethod
+    def _release_write(run_id: str, token: str) -> Callable[[sqlite3.Connection], Any]:
+        def write(conn: sqlite3.Connection) -> Any:
+            return conn.execute(
+                f"UPDATE runs SET {RELEASED} WHERE run_id = ? AND driver_token = ?",
                 (run_id, token),
-                f"release run {run_id!r}",
             )
+
+        return write
 
     def _renew(self) -> None:
         """Extend the leases of the runs this store drives."""

@@ -81,7 +81,8 @@ def transactions(db: Path, steps: int) -> int:
 def test_a_plan_act_step_costs_two_transactions(tmp_path: Path) -> None:
     short, long = transactions(tmp_path / "short.db", 3), transactions(tmp_path / "long.db", 9)
     assert long - short == 2 * 6  # one before the LLM call, one before the tool call
-    assert short == 2 * 3 + 4  # create, claim; the answer's LLM call; the stop, which releases
+    # the creation, which claims the run; the answer's LLM call; the stop, which releases it
+    assert short == 2 * 3 + 3
 
 
 def test_each_effect_starts_after_what_precedes_it_is_committed(tmp_path: Path) -> None:

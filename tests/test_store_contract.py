@@ -20,6 +20,7 @@ import pytest
 from eventstore import (
     AmbiguousRunId,
     AsyncAppend,
+    AsyncDrive,
     ConcurrencyError,
     EventStore,
     NewEvent,
@@ -259,6 +260,39 @@ def test_an_append_that_hands_the_run_back_releases_it_with_the_status(
     assert human.append("r", 3, [ev("D")], status="ready") == 4
     driver.release("r")  # the old driver's late release changes nothing
     assert human.run("r").status == "ready" and kinds(human, "r") == ["A", "B", "C", "D"]
+
+
+def test_awaited_creation_claim_and_release_drive_the_run_like_the_sync_ones(
+    backend: Backend,
+) -> None:
+    """A store that can await its catalog writes (`AsyncDrive`) creates and claims a run in one
+    transaction, and claims and releases it like `claim` and `release`."""
+    if not backend.shared:
+        pytest.skip("SQLite in memory is one store")
+    driver, other = backend.open(), backend.open()
+    if not isinstance(driver, AsyncDrive):
+        pytest.skip(f"{type(driver).__name__} awaits no catalog writes")
+
+    async def drive() -> None:
+        await driver.create_run_async("r", "task", events=[ev("A")], status="running", claim=True)
+        assert other.run("r").driver is not None and kinds(other, "r") == ["A"]
+        with pytest.raises(RunInUse, match="is being driven by pid"):
+            other.claim("r")
+        assert driver.append("r", 1, [ev("B")]) == 2  # accepted: this store drives the run
+        with pytest.raises(ConcurrencyError, match="exists already"):
+            await driver.create_run_async("r", "again", events=[ev("X")], claim=True)
+        await driver.release_async("r")
+        assert other.run("r").driver is None
+        await driver.release_async("r")  # not held: nothing to do
+        await other.claim_async("r")
+        with pytest.raises(RunInUse):
+            await driver.claim_async("r")
+        assert other.append("r", 2, [ev("C")]) == 3
+        await driver.create_run_async("s", "unclaimed", events=[ev("A")])
+        assert other.run("s").driver is None and other.run("s").status == "created"
+
+    asyncio.run(drive())
+    assert kinds(driver, "r") == ["A", "B", "C"] and driver.run("r").task == "task"
 
 
 def test_a_lease_on_another_host_holds_the_run_until_it_runs_out(backend: Backend) -> None:
