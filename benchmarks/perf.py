@@ -1,8 +1,8 @@
 """agentsm against the raw sqlite3 floor, in one run: persisted and engine-only steps, rebuild and
-replay, database bytes, and concurrency on one event loop.
+replay, database bytes, concurrency on one event loop, memory as a run grows, time travel.
 
     python benchmarks/perf.py           # K = 1,000 (engine-only also 10 and 100,000)
-    python benchmarks/perf.py --quick   # K = 200, engine-only 10 and 1,000: a minute or so
+    python benchmarks/perf.py --quick   # K = 200, engine-only 10 and 1,000: about a minute
 
 The workload: an LLM (in the process, answering at once unless said otherwise) that calls one
 trivial tool per step, K steps, then answers. Each figure is the best of `--repeat` runs, in
@@ -19,6 +19,14 @@ wall time and in CPU time (all threads; steadier than wall time on a busy machin
   against the ideal (every run's LLM calls back to back, nothing else), and the worst lateness
   of a 10 ms heartbeat on the loop while another process holds the database's write lock (with
   no run at all: what the machine itself adds).
+- memory as a run grows: a run driven by `MockLlmCaller` at two K (2,000 and 20,000; 1,000 and
+  3,000 with --quick), each in a fresh process: how much RSS grows with no store and with a
+  SQLite file, and Python memory (tracemalloc) with no store, against the size of the run's
+  own memory (all it holds), and per step between the two K.
+- a big run (20,000 steps; 2,000 with --quick): `Trace.load` and `replay_run`, their times and
+  their peak Python memory against the file's size.
+- time travel: `replay.moments` over the whole 1,000-step run above and `memory_at` at 100
+  random seqs of it (first in the process, then again), against its rebuild.
 """
 
 from __future__ import annotations
@@ -465,6 +473,10 @@ def main() -> None:
             trials = [heartbeat_stall(n_runs, steps, hold, tmp) for _ in range(runs)]
             stalls = sorted(stall for stall, _ in trials)
             print(f"| {n_runs} | {' / '.join(ms(x) for x in stalls)} | {trials[0][1]:,} |")
+
+        from perf_memory import report  # it imports this module: not at the top
+
+        report(args.quick, runs, tmp, path, run_id)
 
 
 if __name__ == "__main__":
