@@ -321,7 +321,7 @@ def concurrent_runs(runs: int, steps: int, latency: float, tmp: Path) -> dict[st
         "ideal": ideal,
         "facts": facts,
         "transactions": store.transactions - before,
-        "commits": runs * (2 * steps + 5),  # create, claim, 2 per step, answer, stop, release
+        "commits": runs * (2 * steps + 3),  # create (and claim), 2 per step, answer, stop
     }
 
 
