@@ -107,9 +107,7 @@ def _replay(
         if builder is not None
         else recorded_builder(definition, recording.run_id)
     )
-    if any(
-        isinstance(e.fact, f.UnknownFact) and e.event in FACTS.versions for e in recording.entries
-    ):
+    if any(e.event in FACTS.versions for e in recording.of(f.UnknownFact)):
         recording = Recording.load(store, run_id)  # the builder registered the user's facts
     agent.mcp_recorded(definition)  # MCP servers that are not running offer recorded tools
     scratch = ScratchStore()  # the replayed facts are compared, never kept
@@ -128,7 +126,7 @@ def _replay(
     engine = agent.build()
     seen = _Seen()
     engine.observe(seen)
-    notes = [e for e in recording.entries if isinstance(e.fact, f.RunBranched)]
+    notes = recording.of(f.RunBranched)
     last = recording.run.last_seq
     while True:
         try:
