@@ -85,16 +85,40 @@ _SHARED = 160
 share one fact (a run records the same few transitions thousands of times)."""
 
 
+def _held(kind: str) -> tuple[bool, bool] | None:
+    """Whether a fact of `kind` takes fields from the envelope's state and from its step (its
+    class-level `enveloped`, as the codec reads it), or None when it takes none: what its
+    decoding depends on besides its payload. A transition takes its source state alone, so one
+    decoding serves that transition at every step."""
+    held = getattr(FACTS.models.get(kind), "enveloped", None) if FACTS.enveloped(kind) else None
+    if not isinstance(held, dict):
+        return None
+    keys = set(held.values())
+    if not keys <= {"state", "step"}:
+        return True, True  # keyed by both, as every enveloped kind was
+    return "state" in keys, "step" in keys
+
+
+def _holding(held: tuple[bool, bool] | None, state: Any, step: Any) -> tuple[Any, Any] | None:
+    """The envelope's values that a fact's decoding depends on (see `_held`)."""
+    if held is None:
+        return None
+    return state if held[0] else None, step if held[1] else None
+
+
 def decoded(events: Iterable[StoredEvent]) -> Iterator[tuple[StoredEvent, Fact]]:
     """Each event with its fact (see `decode`), a short payload met before decoded once."""
     memo: dict[tuple[str, int, str, Any], Fact] = {}
+    kinds: dict[str, tuple[bool, bool] | None] = {}
     for event in events:
         if len(event.payload) > _SHARED:
             yield event, decode(event)
             continue
-        meta = event.meta
-        held = (meta.get("state"), meta.get("step")) if FACTS.enveloped(event.kind) else None
-        key = (event.kind, event.version, event.payload, held)
+        meta, kind = event.meta, event.kind
+        if kind not in kinds:
+            kinds[kind] = _held(kind)
+        held = _holding(kinds[kind], meta.get("state"), meta.get("step"))
+        key = (kind, event.version, event.payload, held)
         fact = memo.get(key)
         if fact is None:
             if len(memo) >= _CHUNK:
@@ -205,6 +229,7 @@ def entries(
     full = calls if calls is not None else FullCalls()
     facts: dict[tuple[str, int, str, Any], Fact] = {}
     metas: dict[str, tuple[int, str, dict[str, Any] | None, bool]] = {}
+    kinds: dict[str, tuple[bool, bool] | None] = {}
     for seq, kind, version, payload, meta, at in _rows(store, run_id, upto):
         text = meta if isinstance(meta, str) else None
         envelope = metas.get(text) if text is not None else None
@@ -222,11 +247,12 @@ def entries(
                     metas.clear()
                 metas[text] = envelope
         step, state, metrics, marked = envelope
-        held = (state, step) if FACTS.enveloped(kind) else None
-        key = (kind, version, payload, held)
+        if kind not in kinds:
+            kinds[kind] = _held(kind)
+        key = (kind, version, payload, _holding(kinds[kind], state, step))
         fact = facts.get(key) if len(payload) <= _SHARED else None
         if fact is None:
-            envelope_meta = {"state": state, "step": step} if held else None
+            envelope_meta = {"state": state, "step": step} if kinds[kind] else None
             fact = FACTS.decode(
                 payload,
                 kind,

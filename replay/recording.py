@@ -91,6 +91,23 @@ class Recording:
         """True when the run recorded its closing fact (RunFinished)."""
         return bool(self.entries) and isinstance(self.entries[-1].fact, f.RunFinished)
 
+    def of(self, *kinds: type) -> list[TraceEntry]:
+        """The entries whose fact is of one of the `kinds` (or a subclass), in order: found
+        through an index of the run's fact types, made once, instead of a pass over them all."""
+        return [self.entries[n] for n in self._positions(*kinds)]
+
+    @cached_property
+    def _types(self) -> dict[type, list[int]]:
+        """Where each type of fact stands in the run (positions in `entries`)."""
+        index: dict[type, list[int]] = {}
+        for n, e in enumerate(self.entries):
+            at = index.get(type(e.fact))
+            if at is None:
+                index[type(e.fact)] = [n]
+            else:
+                at.append(n)
+        return index
+
     def compare(self, replayed: list[TraceEntry]) -> ReplayReport:
         """A replay's entries against this recording, fact by fact; a recording that stopped
         (its process died) says nothing past its end, so the replay is compared up to there."""
@@ -102,7 +119,7 @@ class Recording:
     def llm_outcomes(self) -> tuple[f.LlmResponded | f.LlmFailed | None, ...]:
         """Every LLM call's outcome, in order; None for a call the process died in."""
         outcomes: list[f.LlmResponded | f.LlmFailed | None] = []
-        for e in self.entries:
+        for e in self.of(f.LlmRequested, f.LlmResponded, f.LlmFailed):
             if isinstance(e.fact, f.LlmRequested):
                 outcomes.append(None)
             elif isinstance(e.fact, f.LlmResponded | f.LlmFailed) and outcomes:
@@ -124,14 +141,15 @@ class Recording:
         facts = [e.fact for e in self.entries]
         effects: list[ToolEffect] = []
         pinned = False
-        i = 0
-        while i < len(facts):
-            fact = facts[i]
+        i = 0  # the position after the last block of starts and results
+        for at in self._positions(f.ToolCallStarted, f.RunBranched):
+            fact = facts[at]
             if isinstance(fact, f.RunBranched):
                 pinned = "tool_result" in fact.changes
-            if not isinstance(fact, f.ToolCallStarted):
-                i += 1
                 continue
+            if at < i:  # a start of the block just read
+                continue
+            i = at
             j = i
             while j < len(facts) and isinstance(facts[j], f.ToolCallStarted):
                 j += 1
@@ -164,12 +182,16 @@ class Recording:
             i = k
         return tuple(effects)
 
+    def _positions(self, *kinds: type) -> list[int]:
+        """The positions in `entries` of the facts of the `kinds` (or subclasses), in order."""
+        return sorted(n for t, at in self._types.items() if issubclass(t, kinds) for n in at)
+
     @cached_property
     def decision_groups(self) -> tuple[tuple[DecisionEffect, ...], ...]:
         """The human decisions of the run, one group per HumanDecided fact, in order, each
         with the call it decided (found by folding the log up to it)."""
         groups: list[tuple[DecisionEffect, ...]] = []
-        for e in self.entries:
+        for e in self.of(f.HumanDecided):
             if isinstance(e.fact, f.HumanDecided):
                 memory = self.asked.get(e.seq) or self._before(e.seq)
                 targets = memory.decision_targets(e.fact.decisions)
@@ -196,7 +218,7 @@ class Recording:
     def patches(self) -> frozenset[str]:
         """The deliberate changes whose new code the run ran (`ctx.patched`)."""
         return frozenset(
-            e.fact.change_id for e in self.entries if isinstance(e.fact, f.PatchMarked)
+            e.fact.change_id for e in self.of(f.PatchMarked) if isinstance(e.fact, f.PatchMarked)
         )
 
     def branch_point(self, at: int) -> int:
@@ -216,7 +238,9 @@ class Recording:
     @cached_property
     def draws(self) -> tuple[tuple[int, f.ValueDrawn], ...]:
         """The values handlers drew (`ctx.now()`, `uuid()`, `random()`), in order, with seqs."""
-        return tuple((e.seq, e.fact) for e in self.entries if isinstance(e.fact, f.ValueDrawn))
+        return tuple(
+            (e.seq, e.fact) for e in self.of(f.ValueDrawn) if isinstance(e.fact, f.ValueDrawn)
+        )
 
     def draws_before(self, seq: int) -> int:
         """How many values the run had drawn by seq `seq`: the position of the next one."""

@@ -17,7 +17,7 @@ from agentsm._sync import run_sync
 from agentsm.facts import FACTS
 from agentsm.llm.base import llm_settings
 from agentsm.subagent import SubAgentTool, children_of
-from agentsm.trace import TraceEntry, entries
+from agentsm.trace import TraceEntry, bulk_reading, entries
 from eventstore import EventStore, RunRecord, UnknownRun
 
 from .branching import judged
@@ -65,7 +65,15 @@ def replay_run(
     definition, without a builder); their reports are the report's `children`. A sub-agent
     run replayed on its own with its parent's builder replays with that child agent too."""
     store = open_store(db)
-    return _replay(store, run_id, _agent_for(store, run_id, builder), execute_tools, children)
+    agent = _agent_for(store, run_id, builder)
+    if execute_tools:  # the tools are the user's code: the cyclic collector runs as usual
+        return _replay(store, run_id, agent, execute_tools, children)
+    # The collector is paused until the replay's objects are freed (when `_replay` returns):
+    # the recording, the replayed facts and the engine's memory are many long-lived objects
+    # that its collections would go through again and again, for nothing (a replay leaves
+    # a few dozen objects in cycles, whatever the run's length).
+    with bulk_reading():
+        return _replay(store, run_id, agent, execute_tools, children)
 
 
 def _agent_for(store: EventStore, run_id: str, builder: Builder | None) -> Builder | None:
@@ -99,9 +107,7 @@ def _replay(
         if builder is not None
         else recorded_builder(definition, recording.run_id)
     )
-    if any(
-        isinstance(e.fact, f.UnknownFact) and e.event in FACTS.versions for e in recording.entries
-    ):
+    if any(e.event in FACTS.versions for e in recording.of(f.UnknownFact)):
         recording = Recording.load(store, run_id)  # the builder registered the user's facts
     agent.mcp_recorded(definition)  # MCP servers that are not running offer recorded tools
     scratch = ScratchStore()  # the replayed facts are compared, never kept
@@ -120,7 +126,7 @@ def _replay(
     engine = agent.build()
     seen = _Seen()
     engine.observe(seen)
-    notes = [e for e in recording.entries if isinstance(e.fact, f.RunBranched)]
+    notes = recording.of(f.RunBranched)
     last = recording.run.last_seq
     while True:
         try:

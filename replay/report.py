@@ -111,6 +111,14 @@ class Divergence:
         return f"first divergence at {self.headline()}\n{self.diff}"
 
 
+def _same(a: TraceEntry, b: TraceEntry) -> bool:
+    """Whether two entries hold equal facts in the same state: facts of one type with equal
+    fields (one comparison of their fields, nested facts compared as pydantic compares them),
+    else as pydantic compares them."""
+    x, y = a.fact, b.fact
+    return a.state == b.state and ((type(x) is type(y) and x.__dict__ == y.__dict__) or x == y)
+
+
 def first_divergence(
     expected: Sequence[TraceEntry],
     actual: Sequence[TraceEntry],
@@ -118,20 +126,19 @@ def first_divergence(
     definition_changed: bool = False,
 ) -> Divergence | None:
     """The first seq at which the two sequences of facts differ, or None if they are equal."""
-    for i in range(max(len(expected), len(actual))):
-        exp = expected[i] if i < len(expected) else None
-        act = actual[i] if i < len(actual) else None
-        if exp is not None and act is not None and exp.state == act.state and exp.fact == act.fact:
+    for exp, act in zip(expected, actual, strict=False):  # the longer one: below
+        if _same(exp, act):
             continue  # equal facts compare equal (the usual case, and a cheap one)
-        if (
-            exp is None
-            or act is None
-            or comparable(exp, definition_changed=definition_changed)
-            != comparable(act, definition_changed=definition_changed)
+        if comparable(exp, definition_changed=definition_changed) != comparable(
+            act, definition_changed=definition_changed
         ):
-            seq = (exp or act).seq if (exp or act) else i + 1  # type: ignore[union-attr]
-            return Divergence(seq, exp, act)
-    return None
+            return Divergence(exp.seq, exp, act)
+    if len(expected) == len(actual):
+        return None
+    shared = min(len(expected), len(actual))  # one ends there: the other's next fact differs
+    if shared < len(expected):
+        return Divergence(expected[shared].seq, expected[shared], None)
+    return Divergence(actual[shared].seq, None, actual[shared])
 
 
 @dataclass(frozen=True)

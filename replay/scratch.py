@@ -33,8 +33,7 @@ class ScratchStore:
     status, nothing else (no hashes, no leases, no summaries)."""
 
     def __init__(self) -> None:
-        self._runs: dict[str, RunRecord] = {}
-        self._events: dict[str, list[StoredEvent]] = {}
+        self._logs: dict[str, _Log] = {}
 
     def create_run(
         self,
@@ -49,16 +48,14 @@ class ScratchStore:
         status: str | None = None,
         summary: RunSummary | None = None,
     ) -> RunRecord:
-        if run_id in self._runs:
+        if run_id in self._logs:
             raise ConcurrencyError(f"Run {run_id!r} exists already in the scratch store.")
         at = created_at if created_at is not None else time.time()
-        self._events[run_id] = []
-        self._runs[run_id] = RunRecord(
-            run_id, task, status or "created", at, at, 0, parent_id, branch_seq, info or {}
-        )
+        record = RunRecord(run_id, task, "created", at, at, 0, parent_id, branch_seq, info or {})
+        self._logs[run_id] = _Log(record, [], status or "created", at)
         if events:
             self.append(run_id, 0, events, status=status)
-        return self._runs[run_id]
+        return self.run(run_id)
 
     def append(
         self,
@@ -70,21 +67,16 @@ class ScratchStore:
         durable: bool = False,
         summary: RunSummary | None = None,
     ) -> int:
-        record = self.run(run_id)
-        if record.last_seq != expected_seq:
+        log = self._log(run_id)
+        if len(log.events) != expected_seq:
             raise ConcurrencyError(
-                f"Run {run_id!r} is at seq {record.last_seq}, not {expected_seq}."
+                f"Run {run_id!r} is at seq {len(log.events)}, not {expected_seq}."
             )
-        log = self._events[run_id]
-        for seq, e in enumerate(events, start=expected_seq + 1):
-            log.append(
-                StoredEvent(
-                    run_id, seq, e.kind, e.payload, json.loads(e.meta), e.recorded_at, e.version
-                )
-            )
-        last = expected_seq + len(events)
-        self._runs[run_id] = _changed(record, last_seq=last, status=status or record.status)
-        return last
+        log.events.extend(events)  # made stored events when read (see `read`): rarely
+        log.updated_at = time.time()
+        if status:
+            log.status = status
+        return len(log.events)
 
     def claim(self, run_id: str, *, force: bool = False) -> None:
         self.run(run_id)
@@ -101,23 +93,31 @@ class ScratchStore:
         return True
 
     def read(self, run_id: str, *, after: int = 0, upto: int | None = None) -> list[StoredEvent]:
-        log = self._events.get(run_id)
-        if log is None:
-            raise UnknownRun(run_id, list(self._runs))
-        return log[after:upto]
+        return [
+            StoredEvent(
+                run_id, seq, e.kind, e.payload, json.loads(e.meta), e.recorded_at, e.version
+            )
+            for seq, e in enumerate(self._log(run_id).events[after:upto], start=after + 1)
+        ]
 
     def verify(self, run_id: str) -> ChainReport:
-        return ChainReport(run_id, len(self.read(run_id)), 0, None)
+        return ChainReport(run_id, len(self._log(run_id).events), 0, None)
 
     @contextmanager
     def batch(self) -> Iterator[None]:
         yield
 
     def run(self, run_id: str) -> RunRecord:
-        record = self._runs.get(run_id)
-        if record is None:
-            raise UnknownRun(run_id, list(self._runs))
-        return record
+        log = self._log(run_id)
+        return dataclasses.replace(
+            log.record, status=log.status, updated_at=log.updated_at, last_seq=len(log.events)
+        )
+
+    def _log(self, run_id: str) -> _Log:
+        log = self._logs.get(run_id)
+        if log is None:
+            raise UnknownRun(run_id, list(self._logs))
+        return log
 
     def runs(
         self,
@@ -132,7 +132,7 @@ class ScratchStore:
     ) -> list[RunRecord]:
         return [
             r
-            for r in self._runs.values()
+            for r in map(self.run, self._logs)
             if (status is None or r.status == status)
             and (parents is None or r.parent_id in parents)
         ]
@@ -141,14 +141,25 @@ class ScratchStore:
         return self.run(run_id_or_prefix).run_id
 
     def set_status(self, run_id: str, status: str) -> None:
-        self._runs[run_id] = _changed(self.run(run_id), status=status)
+        log = self._log(run_id)
+        log.status, log.updated_at = status, time.time()
 
     def close(self) -> None:
         pass
 
     def __repr__(self) -> str:
-        return f"ScratchStore({len(self._runs)} runs)"
+        return f"ScratchStore({len(self._logs)} runs)"
 
 
-def _changed(record: RunRecord, **changes: Any) -> RunRecord:
-    return dataclasses.replace(record, updated_at=time.time(), **changes)
+@dataclasses.dataclass(slots=True)
+class _Log:
+    """One run of the scratch store: its record as created, its events as appended (as the
+    engine made them: parsed only when read), and where it stands now."""
+
+    record: RunRecord
+    events: list[NewEvent]
+    status: str
+    updated_at: float
+
+    def __repr__(self) -> str:
+        return f"_Log({self.record.run_id!r}, {len(self.events)} events, {self.status})"

@@ -37,6 +37,7 @@ from agentsm.codec import FactCodec
 from agentsm.facts import FACTS
 from agentsm.states import ObservingState
 from agentsm.testing import AgentMachine, AgentRun, ToolBehaviour, agent_runs, check_table
+from agentsm.trace import decoded
 from agentsm.transitions import TransitionTable
 from eventstore import NewEvent, SQLiteEventStore
 from replay import ImportRefused, branch_run, export_run, import_runs, replay_run, resume_run
@@ -665,3 +666,57 @@ def test_a_users_fact_is_encoded_with_the_built_in_facts_shortcuts() -> None:
     }
     assert codec.decode(text, "StateNoted", meta=envelope) == elsewhere
     assert codec.encode(noted, envelope) == "{}"  # written once per value, the same again
+
+
+class StepNoted(CustomFact):
+    """A user's fact that leaves the step it was recorded at to the envelope."""
+
+    kind: Literal["StepNoted"] = "StepNoted"
+    enveloped: ClassVar[dict[str, str]] = {"at": "step"}
+    at: int
+
+
+class NotingState:
+    """Between Observing and Planning: notes the step, which the envelope holds."""
+
+    name = "Filing"
+    emits = frozenset({"Filed"})
+    records: ClassVar[frozenset[Any]] = frozenset({StepNoted})
+
+    async def handle(self, ctx: RunContext) -> str:
+        ctx.record(StepNoted(at=ctx.memory.step))
+        return "Filed"
+
+
+def noting_agent(task: str) -> AgentBuilder:
+    return (
+        AgentBuilder(task)
+        .llm(MockLlmCaller(list(SCRIPT)))
+        .tool(lookup)
+        .transitions(ticket_table())
+        .handler("Filing", NotingState())
+        .fact(StepNoted, lambda steps, fact: [*steps, fact.at], part="noted", initial=[])
+    )
+
+
+def test_a_fact_that_leaves_its_step_to_the_envelope_reads_back_at_each_step(
+    tmp_path: Path,
+) -> None:
+    """Readers decode an equal payload once per envelope value the kind takes: the same text
+    recorded at two steps is two facts when the kind takes the step (a transition, taking the
+    state alone, is decoded once for every step)."""
+    db = tmp_path / "runs.db"
+    noting_agent("t").store(db).run_id("r").build().run()
+    store = SQLiteEventStore(db)
+    assert [e.payload for e in store.read("r") if e.kind == "StepNoted"] == ["{}", "{}"]
+    trace = Trace.load(store, "r")
+    assert [(e.step, e.fact) for e in trace if e.event == "StepNoted"] == [
+        (1, StepNoted(at=1)),
+        (2, StepNoted(at=2)),
+    ]
+    assert [fact for _, fact in decoded(store.read("r")) if isinstance(fact, StepNoted)] == [
+        StepNoted(at=1),
+        StepNoted(at=2),
+    ]
+    assert AgentMemory.rebuild(store, "r")[0].part("noted") == (1, 2)
+    assert replay_run(db, "r", noting_agent).identical

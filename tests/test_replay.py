@@ -24,6 +24,7 @@ from eventstore import AmbiguousRunId, SQLiteEventStore, UnknownRun
 from replay import assert_replays, replay_run
 from replay.branching import branch_run
 from replay.diffing import diff_runs
+from replay.report import first_divergence
 from replay.source import resolve_run
 from replay.timetravel import memory_at
 
@@ -231,6 +232,35 @@ def test_replay_of_a_run_whose_recording_ran_out(tmp_path: Path) -> None:
     assert Event.FatalError in {
         e.fact.event for e in Trace.load(SQLiteEventStore(db), run_id) if e.event == "Transitioned"
     }
+
+
+def test_the_first_divergence_is_the_first_fact_that_differs_or_where_one_run_ends(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "runs.db"
+    script = [LlmResponse.tool_call("lookup", {"key": "a"}), LlmResponse.final_answer(LONG)]
+    entries = Trace.load(SQLiteEventStore(db), record(lambda: base("t", script), db)).entries()
+    assert first_divergence(entries, list(entries)) is None
+    cut = first_divergence(entries, entries[:-2])  # the replay stopped two facts early
+    assert cut is not None and (cut.seq, cut.expected, cut.actual) == (
+        entries[-2].seq,
+        entries[-2],
+        None,
+    )
+    more = first_divergence(entries[:-2], entries)  # ... or went on past the recording's end
+    assert more is not None and (more.seq, more.expected, more.actual) == (
+        entries[-2].seq,
+        None,
+        entries[-2],
+    )
+    at = next(n for n, e in enumerate(entries) if e.event == "ToolExecuted")
+    swapped = [*entries[:at], entries[at + 1], entries[at], *entries[at + 2 :]]
+    moved = first_divergence(entries, swapped)
+    assert moved is not None and (moved.seq, moved.expected, moved.actual) == (
+        entries[at].seq,
+        entries[at],
+        entries[at + 1],
+    )
 
 
 class ProcessDied(BaseException):
