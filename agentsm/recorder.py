@@ -116,8 +116,10 @@ class Recorder:
         self._drive: AsyncDrive | None = store if isinstance(store, AsyncDrive) else None
         """The store, when its creations, claims and releases can be awaited too."""
         self._shown: RunSummary | None = None  # the summary the catalog has from this recorder
+        self._last_summary: tuple[tuple[Any, ...], RunSummary] | None = None
+        """The last summary made, with the values of memory it was made of."""
         self.observers: list[Callable[[int, str, Any, AgentMemory], None]] = []
-        self._known: dict[tuple[type, str], tuple[bool, bool, int | None]] = {}
+        self._known: dict[tuple[type, str, str], tuple[bool, bool, int | None]] = {}
 
     def record(
         self, fact: Fact | CustomFact, state: str, metrics: dict[str, Any] | None = None
@@ -128,7 +130,7 @@ class Recorder:
         if self.redactor is not None:
             fact = self.redactor.fact(fact)
         kind = fact.kind
-        known = self._known.get((type(fact), state))
+        known = self._known.get((type(fact), kind, state))
         if known is None:
             known = self._allowed(fact, state)
         custom, enveloped, version = known
@@ -154,8 +156,8 @@ class Recorder:
     def _allowed(self, fact: Fact | CustomFact, state: str) -> tuple[bool, bool, int | None]:
         """Whether `state` may record `fact` (raises if not): whether it is a user's own kind,
         whether its kind leaves fields to the envelope, and the version it is written at (None:
-        the fact's own, an UnknownFact's). Kept per type and state for this run: the answer
-        depends on those alone (and registrations, which a run does not change)."""
+        the fact's own, an UnknownFact's). Kept per type, kind and state for this run: the
+        answer depends on those alone (and registrations, which a run does not change)."""
         kind = fact.kind
         violation = ownership_violation(kind, state, self.records)
         if violation is not None:
@@ -169,7 +171,7 @@ class Recorder:
             )
         version = None if isinstance(fact, UnknownFact) else FACTS.version_of(fact)
         known = (custom, FACTS.enveloped(kind), version)
-        self._known[(type(fact), state)] = known
+        self._known[(type(fact), kind, state)] = known
         return known
 
     def as_recorded(self, call: ToolCall) -> ToolCall:
@@ -321,7 +323,24 @@ class Recorder:
     def _summary(self) -> RunSummary | None:
         """The run's summary for the next commit, or None when the catalog shows it already
         (written by an earlier commit of this recorder): most commits change nothing it shows."""
-        summary = summary_of(self.memory)
+        memory = self.memory
+        made_of = (
+            memory.total_usage,
+            memory.final_answer,
+            memory.error,
+            memory.config,
+            memory.task_type,
+        )
+        last = self._last_summary
+        if (
+            last is not None
+            and memory.step == last[1].steps
+            and all(a is b for a, b in zip(made_of, last[0], strict=True))
+        ):
+            summary = last[1]  # made of the very same values: the same summary
+        else:
+            summary = summary_of(memory)
+            self._last_summary = (made_of, summary)
         return None if summary == self._shown else summary
 
     def _batch(self, status: str | None) -> tuple[list[NewEvent] | None, str | None, bool]:
