@@ -170,12 +170,13 @@ class AgentMemory(BaseModel):
         return tuple(i for i in self.unfinished() if i in self.started)
 
     def _unfinished_alike(self, call: ToolCall) -> list[int]:
-        """Positions of the planned calls equal to `call` that have no result yet."""
+        """Positions of the planned calls equal to `call` (as JSON: 1 is not true) that have
+        no result yet."""
         done = {r.index for r in self.results}
         return [
             i
             for i, planned in enumerate(self.planned_calls)
-            if i not in done and (planned is call or planned == call)
+            if i not in done and (planned is call or _same_json(planned, call))
         ]
 
     def next_place(self) -> int:

@@ -287,3 +287,43 @@ def test_entries_equal_to_the_results_only_in_python_are_written_in_full() -> No
     kept = as_stored(fact, memory)
     assert kept == fact and kept.results is None
     assert in_full(kept, memory).model_dump_json() == fact.model_dump_json()
+
+
+class FixedFlag(ActingState):
+    """Runs the planned call again as a call of its own, with the true its schema asks for
+    where the LLM gave 1."""
+
+    async def handle(self, ctx: RunContext) -> str:
+        call = ctx.memory.planned_calls[0]
+        await ctx.run_tools((call.model_copy(update={"args": {"flag": True}}),), concurrent=False)
+        return "ToolSuccess"
+
+
+def test_a_handlers_call_equal_to_a_planned_one_only_in_python_is_its_own(tmp_path: Path) -> None:
+    """The log says which call ran: one with true is not the planned call with 1."""
+    db, seen = tmp_path / "runs.db", list[object]()
+
+    def check(args: dict[str, object]) -> str:
+        seen.append(args["flag"])
+        return "checked"
+
+    script = [LlmResponse.tool_call("check", {"flag": 1}, id="c1"), LlmResponse.final_answer(LONG)]
+    schema = {"type": "object", "properties": {"flag": {"type": "boolean"}}}
+    run = (
+        AgentBuilder("own call")
+        .llm(MockLlmCaller(script))
+        .tool("check", "Check a flag", schema, check)
+        .handler("Acting", FixedFlag())
+        .store(db)
+        .build()
+    )
+    run.run()
+    assert seen == [True]
+    started = [p for k, _, p in stored(db, run.run_id) if k == "ToolCallStarted"]
+    assert json.dumps(started) == (
+        '[{"index": 1, "call": {"name": "check", "args": {"flag": true}, "id": "c1"}}]'
+    )
+    trace = Trace.load(SQLiteEventStore(db), run.run_id)
+    ran = [e.fact.call for e in trace if isinstance(e.fact, f.ToolExecuted)]
+    assert [c.args["flag"] if c is not None else None for c in ran] == [True]
+    assert type(ran[0].args["flag"] if ran[0] is not None else None) is bool
