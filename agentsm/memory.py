@@ -170,12 +170,13 @@ class AgentMemory(BaseModel):
         return tuple(i for i in self.unfinished() if i in self.started)
 
     def _unfinished_alike(self, call: ToolCall) -> list[int]:
-        """Positions of the planned calls equal to `call` that have no result yet."""
+        """Positions of the planned calls equal to `call` (as JSON: 1 is not true) that have
+        no result yet."""
         done = {r.index for r in self.results}
         return [
             i
             for i, planned in enumerate(self.planned_calls)
-            if i not in done and (planned is call or planned == call)
+            if i not in done and (planned is call or _same_json(planned, call))
         ]
 
     def next_place(self) -> int:
@@ -427,7 +428,7 @@ def _plan_as_stored(fact: f.ToolCallsPlanned, memory: AgentMemory) -> Any:
     offered = memory.offered_calls
     if (
         fact.calls
-        and (fact.calls is offered or fact.calls == offered)
+        and (fact.calls is offered or _same_json(fact.calls, offered))
         and fact.text == memory.offered_text
     ):
         return fact.model_copy(update={"calls": None, "text": None})
@@ -439,9 +440,27 @@ def _observation_as_stored(fact: f.ObservationCommitted, memory: AgentMemory) ->
         return fact
     entries, places = fact.entries or (), result_places(memory)
     kept = len(entries) - len(places)
-    if places and kept >= 0 and entries[kept:] == committed_entries(memory, places):
+    if places and kept >= 0 and _same_json(entries[kept:], committed_entries(memory, places)):
         return fact.model_copy(update={"entries": entries[:kept] or None, "results": places})
     return fact
+
+
+def _same_json(a: Any, b: Any) -> bool:
+    """Whether two values are equal as JSON holds them: `==` alone takes 1, 1.0 and True
+    for one another, which JSON (and a tool reading its arguments) tells apart."""
+    if a is b:
+        return True
+    if isinstance(a, BaseModel):
+        return type(a) is type(b) and _same_json(a.__dict__, b.__dict__)
+    if isinstance(a, dict):
+        return (
+            isinstance(b, dict)
+            and a.keys() == b.keys()
+            and all(_same_json(v, b[k]) for k, v in a.items())
+        )
+    if isinstance(a, list | tuple):
+        return isinstance(b, list | tuple) and len(a) == len(b) and all(map(_same_json, a, b))
+    return type(a) is type(b) and a == b
 
 
 _IN_FULL: dict[type, Any] = {

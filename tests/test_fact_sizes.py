@@ -10,8 +10,17 @@ import json
 import threading
 from pathlib import Path
 
-from agentsm import AgentBuilder, AgentMemory, LlmResponse, MockLlmCaller, ToolCall
+from agentsm import (
+    AgentBuilder,
+    AgentMemory,
+    HistoryEntry,
+    LlmResponse,
+    MockLlmCaller,
+    ToolCall,
+    ToolResult,
+)
 from agentsm import facts as f
+from agentsm.context import RunContext
 from agentsm.memory import as_stored, fold_with_state, in_full
 from agentsm.states import ActingState
 from agentsm.trace import Trace
@@ -219,3 +228,102 @@ def test_a_store_for_one_thread_commits_on_that_thread(tmp_path: Path) -> None:
     run.run()
     assert f"writer of {store.path}" not in {t.name for t in threading.enumerate()}
     assert store.transactions >= 2 and replay_run(store, run.run_id).identical
+
+
+def coercing_agent(task: str, seen: list[object]) -> AgentBuilder:
+    """Its Planning turns the LLM's `1` into the `true` the tool's schema asks for."""
+
+    async def planning(ctx: RunContext) -> str:
+        ctx.record(f.StepStarted(step=ctx.memory.step + 1))
+        outcome = await ctx.call_llm("plan")
+        assert isinstance(outcome, f.LlmResponded)
+        response = outcome.response
+        if not response.calls:
+            ctx.record(f.FinalAnswerProduced(content=response.content or ""))
+            return "LlmFinalAnswer"
+        calls = tuple(
+            c.model_copy(update={"args": {"flag": bool(c.args["flag"])}}) for c in response.calls
+        )
+        ctx.record(f.ToolCallsPlanned(calls=calls, parallel=False, text=response.content))
+        return "LlmToolCall"
+
+    def check(args: dict[str, object]) -> str:
+        seen.append(args["flag"])
+        return "checked"
+
+    schema = {"type": "object", "properties": {"flag": {"type": "boolean"}}}
+    script = [LlmResponse.tool_call("check", {"flag": 1}, id="c1"), LlmResponse.final_answer(LONG)]
+    return (
+        AgentBuilder(task)
+        .llm(MockLlmCaller(script))
+        .tool("check", "Check a flag", schema, check)
+        .handler("Planning", planning)
+    )
+
+
+def test_a_plan_equal_to_the_response_only_in_python_is_written_in_full(tmp_path: Path) -> None:
+    """1 == True in Python, but JSON and the tool tell them apart: a plan that turns the
+    response's 1 into true is a plan of other calls, and the tool gets true."""
+    db, seen = tmp_path / "runs.db", list[object]()
+    run = coercing_agent("coerce", seen).store(db).build()
+    run.run()
+    assert seen == [True] and type(seen[0]) is bool
+    plan = next(p for k, _, p in stored(db, run.run_id) if k == "ToolCallsPlanned")
+    assert json.dumps(plan["calls"]) == '[{"name": "check", "args": {"flag": true}, "id": "c1"}]'
+    assert type(run.memory.history[0].tool.args["flag"]) is bool
+    assert replay_run(db, run.run_id, builder=lambda task: coercing_agent(task, [])).identical
+
+
+def test_entries_equal_to_the_results_only_in_python_are_written_in_full() -> None:
+    """An observation whose entries differ from the step's results as JSON does (1.0 for 1)
+    is kept whole: naming the results would read back other values."""
+    call = ToolCall(name="lookup", args={"n": 1}, id="c1")
+    memory = AgentMemory(task="t", step=1, planned_calls=(call,)).model_copy(
+        update={"results": (ToolResult(call=call, observation="ok", success=True, index=0),)}
+    )
+    loose = call.model_copy(update={"args": {"n": 1.0}})
+    entry = HistoryEntry(step=1, tool=loose, observation="ok", success=True)
+    fact = f.ObservationCommitted(entries=(entry,))
+    kept = as_stored(fact, memory)
+    assert kept == fact and kept.results is None
+    assert in_full(kept, memory).model_dump_json() == fact.model_dump_json()
+
+
+class FixedFlag(ActingState):
+    """Runs the planned call again as a call of its own, with the true its schema asks for
+    where the LLM gave 1."""
+
+    async def handle(self, ctx: RunContext) -> str:
+        call = ctx.memory.planned_calls[0]
+        await ctx.run_tools((call.model_copy(update={"args": {"flag": True}}),), concurrent=False)
+        return "ToolSuccess"
+
+
+def test_a_handlers_call_equal_to_a_planned_one_only_in_python_is_its_own(tmp_path: Path) -> None:
+    """The log says which call ran: one with true is not the planned call with 1."""
+    db, seen = tmp_path / "runs.db", list[object]()
+
+    def check(args: dict[str, object]) -> str:
+        seen.append(args["flag"])
+        return "checked"
+
+    script = [LlmResponse.tool_call("check", {"flag": 1}, id="c1"), LlmResponse.final_answer(LONG)]
+    schema = {"type": "object", "properties": {"flag": {"type": "boolean"}}}
+    run = (
+        AgentBuilder("own call")
+        .llm(MockLlmCaller(script))
+        .tool("check", "Check a flag", schema, check)
+        .handler("Acting", FixedFlag())
+        .store(db)
+        .build()
+    )
+    run.run()
+    assert seen == [True]
+    started = [p for k, _, p in stored(db, run.run_id) if k == "ToolCallStarted"]
+    assert json.dumps(started) == (
+        '[{"index": 1, "call": {"name": "check", "args": {"flag": true}, "id": "c1"}}]'
+    )
+    trace = Trace.load(SQLiteEventStore(db), run.run_id)
+    ran = [e.fact.call for e in trace if isinstance(e.fact, f.ToolExecuted)]
+    assert [c.args["flag"] if c is not None else None for c in ran] == [True]
+    assert type(ran[0].args["flag"] if ran[0] is not None else None) is bool
