@@ -32,6 +32,7 @@ from .errors import (
 )
 from .migrations import LATEST, migrate
 from .records import SUMMARY_TEXT, NewEvent, RunRecord, RunSummary, StoredEvent
+from .wakeups import committed
 from .writer import Writer
 
 __all__ = ["CLAIMABLE", "DURABILITY", "Durability", "SQLiteEventStore"]
@@ -566,11 +567,7 @@ class SQLiteEventStore:
         future = self._submit(write, what, durable)
         if future.done():  # committed on this thread (`threaded=False`)
             return future.result()
-        try:
-            return await asyncio.shield(asyncio.wrap_future(future))
-        except asyncio.CancelledError:
-            future.result()  # under way: the caller learns how it ended first
-            raise
+        return await committed(future)
 
     def _handed_back(self, run_id: str, status: str | None) -> None:
         """After a committed append: a status that hands the run back released it in the same

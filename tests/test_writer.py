@@ -4,13 +4,16 @@ share one transaction, and one write's failure is its own."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import sqlite3
+import threading
 from pathlib import Path
 
 import pytest
 
 from agentsm import AgentBuilder, AgentConfig, LlmResponse, MockLlmCaller
 from eventstore import AsyncAppend, ConcurrencyError, NewEvent, SQLiteEventStore, UnknownRun
+from eventstore.wakeups import BATCH, committed
 
 from .scenarios import LONG
 
@@ -112,3 +115,53 @@ def test_sync_appends_from_sync_code_and_inside_a_batch_still_work(tmp_path: Pat
     store.close()
     with pytest.raises(Exception, match="closed"):
         store.append("r", 3, [ev("D")])
+
+
+def test_waiters_of_a_group_commit_are_woken_a_few_per_turn_of_the_loop() -> None:
+    """One commit may finish hundreds of writes at once: their waiters wake a batch per turn of
+    the loop, so a timer due meanwhile waits for one batch, not for all of them."""
+    count = 5 * BATCH + 3
+
+    async def main() -> tuple[list[int], list[int]]:
+        writes = [concurrent.futures.Future[int]() for _ in range(count)]
+        woke: list[int] = []
+
+        async def wait(i: int) -> None:
+            woke.append(await committed(writes[i]))
+
+        tasks = [asyncio.create_task(wait(i)) for i in range(count)]
+        await asyncio.sleep(0)  # every task waits
+        done = threading.Thread(target=lambda: [w.set_result(i) for i, w in enumerate(writes)])
+        done.start()
+        done.join()  # all finished at once, as by one group commit
+        seen: list[int] = []
+        while len(woke) < count:
+            await asyncio.sleep(0)  # one turn of the loop
+            seen.append(len(woke))
+        await asyncio.gather(*tasks)
+        return woke, seen
+
+    woke, seen = asyncio.run(main())
+    assert sorted(woke) == list(range(count))  # each got its own write's result
+    grew = [b - a for a, b in zip([0, *seen], seen, strict=False)]
+    assert max(grew) == BATCH and len([g for g in grew if g]) == 6
+
+
+def test_a_waiter_gets_its_writes_error_and_a_cancelled_one_learns_the_outcome_first() -> None:
+    async def main() -> None:
+        failed = concurrent.futures.Future[int]()
+        failed.set_running_or_notify_cancel()
+        threading.Timer(0.01, lambda: failed.set_exception(UnknownRun("r", []))).start()
+        with pytest.raises(UnknownRun):
+            await committed(failed)
+        slow = concurrent.futures.Future[int]()
+        slow.set_running_or_notify_cancel()
+        task = asyncio.create_task(committed(slow))
+        await asyncio.sleep(0.01)
+        threading.Timer(0.05, lambda: slow.set_result(7)).start()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert slow.done() and slow.result() == 7  # known before the cancellation was raised
+
+    asyncio.run(main())
