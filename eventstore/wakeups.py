@@ -28,14 +28,14 @@ class _Waker:
     """The waiters of one loop whose writes are done, woken `BATCH` per turn of the loop."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
+        self._loop_ref = weakref.ref(loop)  # the loop's own entry in `_wakers` must not keep it
         self._done: deque[tuple[asyncio.Future[Any], concurrent.futures.Future[Any]]] = deque()
         self._lock = threading.Lock()
         self._scheduled = False
 
     def watch(self, write: concurrent.futures.Future[T]) -> asyncio.Future[T]:
         """A future of this loop that gets what `write` (a writer's future) ends with."""
-        waiter: asyncio.Future[T] = self._loop.create_future()
+        waiter: asyncio.Future[T] = asyncio.get_running_loop().create_future()
         write.add_done_callback(lambda done: self._finished(waiter, done))
         return waiter
 
@@ -46,8 +46,10 @@ class _Waker:
             if self._scheduled:
                 return
             self._scheduled = True
+        loop = self._loop_ref()
         try:
-            self._loop.call_soon_threadsafe(self._wake)
+            if loop is not None:
+                loop.call_soon_threadsafe(self._wake)
         except RuntimeError:  # the loop is closed: nobody waits any more
             pass
 
@@ -70,7 +72,7 @@ class _Waker:
             if not self._done:
                 self._scheduled = False
                 return
-        self._loop.call_soon(self._wake)
+        asyncio.get_running_loop().call_soon(self._wake)
 
 
 _wakers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Waker] = weakref.WeakKeyDictionary()

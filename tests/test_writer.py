@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import gc
 import sqlite3
 import threading
 from pathlib import Path
@@ -12,7 +13,14 @@ from pathlib import Path
 import pytest
 
 from agentsm import AgentBuilder, AgentConfig, LlmResponse, MockLlmCaller
-from eventstore import AsyncAppend, ConcurrencyError, NewEvent, SQLiteEventStore, UnknownRun
+from eventstore import (
+    AsyncAppend,
+    ConcurrencyError,
+    NewEvent,
+    SQLiteEventStore,
+    UnknownRun,
+    wakeups,
+)
 from eventstore.wakeups import BATCH, committed
 
 from .scenarios import LONG
@@ -165,3 +173,18 @@ def test_a_waiter_gets_its_writes_error_and_a_cancelled_one_learns_the_outcome_f
         assert slow.done() and slow.result() == 7  # known before the cancellation was raised
 
     asyncio.run(main())
+
+
+def test_a_finished_loop_leaves_no_waker_behind() -> None:
+    async def wait_once() -> int:
+        write = concurrent.futures.Future[int]()
+        write.set_running_or_notify_cancel()
+        threading.Timer(0.01, lambda: write.set_result(1)).start()
+        return await committed(write)
+
+    gc.collect()
+    before = len(wakeups._wakers)
+    for _ in range(3):
+        assert asyncio.run(wait_once()) == 1
+    gc.collect()
+    assert len(wakeups._wakers) == before
