@@ -6,10 +6,12 @@ from __future__ import annotations
 import difflib
 import functools
 import json
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 
@@ -28,6 +30,9 @@ from .pg_schema import LATEST, channel, migrate, schema_version
 from .pg_url import DEFAULT_SCHEMA, check_schema_name, redact, split_schema
 from .records import NewEvent, RunRecord, RunSummary, StoredEvent
 from .sqlite import DURABILITY, Durability
+from .wakeups import committed
+
+T = TypeVar("T")
 
 __all__ = ["PostgresEventStore"]
 
@@ -85,6 +90,9 @@ class PostgresEventStore:
             self._open_schema(conn, create and not read_only)
         self._db.open_pool()
         self._heads: dict[str, tuple[int, str]] = {}  # run id -> seq and hash of its last fact
+        self._writers: ThreadPoolExecutor | None = None  # the threads of the awaited writes
+        self._writers_lock = threading.Lock()
+        self._pool_size = pool_size
         self._leases = Leases(self._db, lease, functools.partial(_unknown, self._db))
 
     def _open_schema(self, conn: Conn, create: bool) -> None:
@@ -325,6 +333,75 @@ class PostgresEventStore:
             self._remember(run_id, last, head)
         return last
 
+    # -- awaited writes: AsyncAppend and AsyncDrive -----------------------------------------
+
+    async def append_async(
+        self,
+        run_id: str,
+        expected_seq: int,
+        events: Sequence[NewEvent],
+        *,
+        status: str | None = None,
+        durable: bool = False,
+        summary: RunSummary | None = None,
+    ) -> int:
+        """`append` for async code: the round trip to the server runs on a thread of this
+        store's own while the event loop goes on (see `_awaited`)."""
+        return await self._awaited(
+            lambda: self.append(
+                run_id, expected_seq, events, status=status, durable=durable, summary=summary
+            )
+        )
+
+    async def create_run_async(
+        self,
+        run_id: str,
+        task: str,
+        *,
+        created_at: float | None = None,
+        events: Sequence[NewEvent] = (),
+        status: str | None = None,
+        summary: RunSummary | None = None,
+        claim: bool = False,
+    ) -> None:
+        """`create_run` (then `claim`, with `claim`) for async code, off the event loop."""
+
+        def create() -> None:
+            self.create_run(
+                run_id, task, created_at=created_at, events=events, status=status, summary=summary
+            )
+            if claim:
+                self.claim(run_id)
+
+        await self._awaited(create)
+
+    async def claim_async(self, run_id: str, *, force: bool = False) -> None:
+        """`claim` for async code, off the event loop."""
+        await self._awaited(lambda: self.claim(run_id, force=force))
+
+    async def release_async(self, run_id: str) -> None:
+        """`release` for async code; nothing to wait for when the run is not held (an append
+        that handed it back released it already)."""
+        if self._leases.token(run_id) is not None:
+            await self._awaited(lambda: self.release(run_id))
+
+    async def _awaited(self, work: Callable[[], T]) -> T:
+        """`work` (a write) run on a thread of this store's own, awaited without blocking the
+        event loop; inside this thread's `batch()`, run here, as part of it. If the awaiting
+        task is cancelled, the write still ends whole or not at all, and the cancellation is
+        raised once it is known which."""
+        if self._db.in_batch():
+            return work()
+        with self._writers_lock:
+            if self._db.closed:
+                raise StoreError(f"The store {self.url!r} is closed; open it again.")
+            if self._writers is None:
+                self._writers = ThreadPoolExecutor(
+                    max_workers=max(2, self._pool_size), thread_name_prefix="agentsm-pg-writer"
+                )
+            write = self._writers.submit(work)
+        return await committed(write)
+
     def _remember(self, run_id: str, seq: int, head: str) -> None:
         """Keep the hash of the run's last fact for its next append, once committed (a batch
         may still roll back: then the next append reads it)."""
@@ -505,6 +582,10 @@ class PostgresEventStore:
         it exits or its leases run out); the store cannot be used afterwards."""
         if self._db.closed:
             return
+        with self._writers_lock:
+            writers, self._writers = self._writers, None
+        if writers is not None:
+            writers.shutdown(wait=True)  # the awaited writes under way end first
         self._leases.close()
         self._db.close()
 

@@ -295,6 +295,61 @@ def test_awaited_creation_claim_and_release_drive_the_run_like_the_sync_ones(
     assert kinds(driver, "r") == ["A", "B", "C"] and driver.run("r").task == "task"
 
 
+def hold_the_runs_row(backend: Backend, run_id: str, seconds: float) -> threading.Event:
+    """Another connection holds what an append to the run must write (SQLite's write lock, the
+    run's catalog row on PostgreSQL) for `seconds`; the event is set once it holds it."""
+    held = threading.Event()
+
+    def hold() -> None:
+        if backend.name == "postgresql":
+            import psycopg
+            from psycopg import sql
+
+            with psycopg.connect(backend.server) as conn:
+                conn.execute(
+                    sql.SQL("SET search_path TO {}").format(sql.Identifier(backend.schema))
+                )
+                conn.execute("SELECT 1 FROM runs WHERE run_id = %s FOR UPDATE", (run_id,))
+                held.set()
+                time.sleep(seconds)
+        else:
+            conn = sqlite3.connect(backend.url, isolation_level=None)
+            conn.execute("BEGIN IMMEDIATE")
+            held.set()
+            time.sleep(seconds)
+            conn.execute("COMMIT")
+            conn.close()
+
+    threading.Thread(target=hold, daemon=True).start()
+    assert held.wait(10)
+    return held
+
+
+def test_an_awaited_append_waits_for_a_lock_without_blocking_the_loop(backend: Backend) -> None:
+    """While another connection holds what the append must write, the append waits off the
+    event loop: a heartbeat on the loop goes on, and the append lands once the lock is let go."""
+    if not backend.shared:
+        pytest.skip("SQLite in memory is one store")
+    store = backend.open()
+    if not isinstance(store, AsyncAppend):
+        pytest.skip(f"{type(store).__name__} has no append_async")
+    store.create_run("r", "task", events=[ev("A")], status="running")
+    store.claim("r")
+    hold_the_runs_row(backend, "r", 0.5)
+
+    async def drive() -> tuple[int, int]:
+        append = asyncio.create_task(store.append_async("r", 1, [ev("B")]))
+        beats = 0
+        while not append.done():
+            await asyncio.sleep(0.01)
+            beats += 1
+        return await append, beats
+
+    last, beats = asyncio.run(drive())
+    assert last == 2 and kinds(store, "r") == ["A", "B"]
+    assert beats >= 10  # the loop went on for the half second the lock was held
+
+
 def test_a_lease_on_another_host_holds_the_run_until_it_runs_out(backend: Backend) -> None:
     store = backend.open()
     store.create_run("r", "task", events=[ev("A")], status="running")
