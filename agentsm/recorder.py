@@ -204,17 +204,8 @@ class Recorder:
         reader sees the run before its first facts and a crash leaves no empty run; then drive
         it (`claim`), unless it is left for a worker."""
         summary = summary_of(self.memory)
-        self.store.create_run(
-            self.run_id,
-            task,
-            created_at=created_at,
-            events=self._pending,
-            status=status,
-            summary=summary,
-        )
-        self._shown = summary
-        self.seq = len(self._pending)
-        self._pending.clear()
+        self.store.create_run(self.run_id, task, **self._creation(created_at, status, summary))
+        self._created(summary)
         if claim:
             self.store.claim(self.run_id)
             self._claimed = True
@@ -226,19 +217,25 @@ class Recorder:
             await self._off_loop(lambda: self.create(task, created_at=created_at, status=status))
             return
         summary = summary_of(self.memory)
-        await self._drive.create_run_async(
-            self.run_id,
-            task,
-            created_at=created_at,
-            events=self._pending,
-            status=status,
-            summary=summary,
-            claim=True,
-        )
+        creation = self._creation(created_at, status, summary)
+        await self._drive.create_run_async(self.run_id, task, claim=True, **creation)
+        self._created(summary)
+        self._claimed = True
+
+    def _creation(self, created_at: float, status: str, summary: RunSummary) -> dict[str, Any]:
+        """What a creation writes with the run: the buffered facts, its status and summary."""
+        return {
+            "created_at": created_at,
+            "events": self._pending,
+            "status": status,
+            "summary": summary,
+        }
+
+    def _created(self, summary: RunSummary) -> None:
+        """The buffered facts are the run's first, committed with `summary`."""
         self._shown = summary
         self.seq = len(self._pending)
         self._pending.clear()
-        self._claimed = True
 
     def flush(self, status: str | None = None, *, effect: bool = False) -> None:
         """`commit` from sync code (a decision recorded later, a run stopped from outside): the
