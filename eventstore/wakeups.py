@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import threading
 import weakref
 from collections import deque
@@ -61,7 +62,7 @@ class _Waker:
                     self._scheduled = False
                     return
                 waiter, write = self._done.popleft()
-            if waiter.done():  # its task was cancelled: it learns the outcome from `write`
+            if waiter.done():  # cancelled by someone else: nobody waits for it any more
                 continue
             error = write.exception()
             if error is not None:
@@ -89,8 +90,15 @@ async def committed(write: concurrent.futures.Future[T]) -> T:
         waker = _wakers.get(loop)
         if waker is None:
             waker = _wakers[loop] = _Waker(loop)
+    waiter = waker.watch(write)
     try:
-        return await asyncio.shield(waker.watch(write))
+        return await asyncio.shield(waiter)
     except asyncio.CancelledError:
-        write.result()  # under way: the caller learns how it ended first
+        # under way: the caller learns how it ended first, awaited (never `write.result()`, which
+        # would stop the loop until the commit ends), through further cancellations too
+        while not waiter.done():
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.shield(waiter)
+        if not waiter.cancelled():
+            waiter.result()  # its error instead, if it failed (done: nothing to wait for)
         raise

@@ -350,6 +350,41 @@ def test_an_awaited_append_waits_for_a_lock_without_blocking_the_loop(backend: B
     assert beats >= 10  # the loop went on for the half second the lock was held
 
 
+def test_a_cancelled_append_waits_for_its_end_without_blocking_the_loop(backend: Backend) -> None:
+    """An append cancelled while another connection holds what it must write is carried out
+    whole or not at all, and its task raises CancelledError once that is known; meanwhile the
+    loop goes on (the wait for the outcome is awaited, not blocked on)."""
+    if not backend.shared:
+        pytest.skip("SQLite in memory is one store")
+    store = backend.open()
+    if not isinstance(store, AsyncAppend):
+        pytest.skip(f"{type(store).__name__} has no append_async")
+    store.create_run("r", "task", events=[ev("A")], status="running")
+    store.claim("r")
+    hold_the_runs_row(backend, "r", 1.0)
+
+    async def drive() -> tuple[bool, int]:
+        append = asyncio.create_task(store.append_async("r", 1, [ev("B")]))
+        await asyncio.sleep(0.05)  # the append waits for the lock
+        append.cancel()
+        beats = 0
+        while not append.done():
+            await asyncio.sleep(0.01)
+            beats += 1
+        try:
+            await append
+        except asyncio.CancelledError:
+            return True, beats
+        return False, beats
+
+    cancelled, beats = asyncio.run(drive())
+    assert cancelled
+    assert beats >= 10  # the loop went on while the lock was held (about 1 s)
+    there = kinds(store, "r")
+    assert there in (["A"], ["A", "B"])  # whole or not at all
+    assert store.append("r", len(there), [ev("C")]) == len(there) + 1  # and the run goes on
+
+
 def test_a_lease_on_another_host_holds_the_run_until_it_runs_out(backend: Backend) -> None:
     store = backend.open()
     store.create_run("r", "task", events=[ev("A")], status="running")
