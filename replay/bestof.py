@@ -15,15 +15,16 @@ from agentsm import AgentConfig, LlmCaller, LlmResponse
 from agentsm._sync import run_sync
 from agentsm.facts import Candidate
 from agentsm.llm.base import llm_settings
+from eventstore import EventStore
 
 from .branching import Branch, judged, start_branch
 from .branchnotes import UnusedChange
 from .errors import BestOfError
 from .judgement import BestOf, load_best_of
-from .judges import Judge, as_judge
+from .judges import FunctionJudge, Judge, LlmJudge, as_judge
 from .judging import judge_candidates, judgement_start
 from .recording import Recording
-from .source import Builder, StoreLike, agent_of, open_store, recorded_builder
+from .source import Builder, StoreLike, agent_of, opened, recorded_builder
 from .timetravel import memory_at
 
 __all__ = ["Variant", "abest_of", "best_of", "judge_again"]
@@ -110,7 +111,24 @@ async def abest_of(
     if not variants:
         raise BestOfError("best_of needs at least one Variant: give one per way to go on.")
     chosen = as_judge(judge)
-    store = open_store(db)
+    with opened(db) as store:
+        return await _best_of(
+            store, run_id, at, variants, chosen, builder, llm, live_tools, judgement_id
+        )
+
+
+async def _best_of(
+    store: EventStore,
+    run_id: str,
+    at: int,
+    variants: Sequence[Variant],
+    chosen: FunctionJudge | LlmJudge,
+    builder: Builder | None,
+    llm: LlmCaller | None,
+    live_tools: bool,
+    judgement_id: str | None,
+) -> BestOf:
+    """`abest_of` on an open store."""
     parent = Recording.load(store, run_id)
     if judged(parent):
         raise BestOfError(
@@ -145,7 +163,7 @@ async def abest_of(
     ended = await asyncio.gather(*(b.drive() for b in branches), return_exceptions=True)
     for branch in branches:
         for note in branch.unused():
-            warnings.warn(UnusedChange(note), stacklevel=3)
+            warnings.warn(UnusedChange(note), stacklevel=4)
     candidates = [
         _candidate(i, b, plan.label, plan.llm, outcome)
         for i, (b, plan, outcome) in enumerate(zip(branches, plans, ended, strict=True))
@@ -161,23 +179,23 @@ def judge_again(
 ) -> BestOf:
     """Judge a recorded judgement's candidates again with another judge, as a new judgement
     run (the first stays as it was recorded)."""
-    store = open_store(db)
-    earlier = load_best_of(store, judgement_id)
-    chosen = as_judge(judge)
-    parent = Recording.load(store, earlier.parent_id)
-    config = memory_at(store, parent.run_id, earlier.at)[0].config
-    start = judgement_start(parent.definition, config, chosen)
-    return run_sync(
-        judge_candidates(
-            store,
-            start,
-            parent.run_id,
-            earlier.at,
-            earlier.candidates,
-            chosen,
-            judgement_id=new_judgement_id,
+    with opened(db) as store:
+        earlier = load_best_of(store, judgement_id)
+        chosen = as_judge(judge)
+        parent = Recording.load(store, earlier.parent_id)
+        config = memory_at(store, parent.run_id, earlier.at)[0].config
+        start = judgement_start(parent.definition, config, chosen)
+        return run_sync(
+            judge_candidates(
+                store,
+                start,
+                parent.run_id,
+                earlier.at,
+                earlier.candidates,
+                chosen,
+                judgement_id=new_judgement_id,
+            )
         )
-    )
 
 
 @dataclass(frozen=True)

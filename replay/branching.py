@@ -29,7 +29,7 @@ from .branchnotes import UnusedChange, unused_changes
 from .effects import RecordedDecisions, RecordedLlm, RecordedTools, RecordedValues
 from .errors import ReplayError
 from .recording import Recording
-from .source import Builder, StoreLike, agent_of, open_store, recorded_builder
+from .source import Builder, StoreLike, agent_of, opened, recorded_builder
 
 __all__ = ["Branch", "branch_run", "judged", "start_branch"]
 
@@ -61,22 +61,23 @@ def branch_run(
     point used (no LLM call or tool run came, or the answer became a reflection summary) is
     reported with an `UnusedChange` warning: the branch then repeats its parent.
     """
-    branch = start_branch(
-        open_store(db),
-        run_id,
-        at,
-        llm_response=llm_response,
-        tool_result=tool_result,
-        config=config,
-        llm=llm,
-        builder=builder,
-        new_run_id=new_run_id,
-        live_tools=live_tools,
-        on_live_tool=on_live_tool,
-    )
-    run_sync(branch.drive())
-    for note in branch.unused():
-        warnings.warn(UnusedChange(note), stacklevel=2)  # the branch repeats its parent
+    with opened(db) as store:
+        branch = start_branch(
+            store,
+            run_id,
+            at,
+            llm_response=llm_response,
+            tool_result=tool_result,
+            config=config,
+            llm=llm,
+            builder=builder,
+            new_run_id=new_run_id,
+            live_tools=live_tools,
+            on_live_tool=on_live_tool,
+        )
+        run_sync(branch.drive())
+        for note in branch.unused():
+            warnings.warn(UnusedChange(note), stacklevel=2)  # the branch repeats its parent
     return branch.run_id
 
 

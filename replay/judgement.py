@@ -14,7 +14,7 @@ from eventstore import EventStore, RunRecord
 
 from .errors import BestOfError
 from .recording import Recording
-from .source import StoreLike, open_store
+from .source import StoreLike, opened
 
 __all__ = [
     "CANDIDATE_COLUMNS",
@@ -168,7 +168,8 @@ CANDIDATE_COLUMNS = (
 
 def load_best_of(db: StoreLike, judgement_id: str) -> BestOf:
     """A recorded judgement read back from the log (an id or a unique prefix)."""
-    recording = Recording.load(open_store(db), judgement_id)
+    with opened(db) as store:
+        recording = Recording.load(store, judgement_id)
     return BestOf.of(
         recording.run_id, [e.fact for e in recording.entries], recording.run.shown_status
     )
@@ -177,14 +178,14 @@ def load_best_of(db: StoreLike, judgement_id: str) -> BestOf:
 def judgements(db: StoreLike, run_id: str) -> list[BestOf]:
     """The best-of-N judgements of a run (its children that judged branches of it), oldest
     first."""
-    store = open_store(db)
-    parent = store.run(store.resolve(run_id))
-    found = [
-        r
-        for r in store.runs(task=parent.task)
-        if r.parent_id == parent.run_id and r.info.get("judgement")
-    ]
-    return [load_best_of(store, r.run_id) for r in sorted(found, key=lambda r: r.created_at)]
+    with opened(db) as store:
+        parent = store.run(store.resolve(run_id))
+        found = [
+            r
+            for r in store.runs(task=parent.task)
+            if r.parent_id == parent.run_id and r.info.get("judgement")
+        ]
+        return [load_best_of(store, r.run_id) for r in sorted(found, key=lambda r: r.created_at)]
 
 
 def family_notes(store: EventStore, records: Sequence[RunRecord]) -> dict[str, str]:

@@ -48,7 +48,7 @@ from .judges import (
 from .recording import Recording
 from .report import ReplayReport
 from .scratch import ScratchStore
-from .source import StoreLike, open_store
+from .source import StoreLike, opened
 
 __all__ = ["judge_candidates", "judgement_start", "replay_judgement"]
 
@@ -269,7 +269,8 @@ def replay_judgement(
     store, and compare every fact: an LLM judge's prompt is built again and its recorded answer
     served back and read again; a function judge's recorded verdict is served back (or
     `judge`, the function, is called again)."""
-    recording = Recording.load(open_store(db), judgement_id)
+    with opened(db) as store:
+        recording = Recording.load(store, judgement_id)
     facts = [e.fact for e in recording.entries]
     started, gathered = facts[0], facts[1]
     assert isinstance(started, f.RunStarted) and isinstance(gathered, f.CandidatesGathered)

@@ -33,7 +33,7 @@ from .judging import replay_judgement
 from .recording import Recording
 from .report import ReplayReport
 from .scratch import ScratchStore
-from .source import Builder, StoreLike, open_store, recorded_builder
+from .source import Builder, StoreLike, opened, recorded_builder
 
 __all__ = ["assert_replays", "replay_run"]
 
@@ -64,16 +64,16 @@ def replay_run(
     recording with the child agent the builder's sub-agent tool makes (or its recorded
     definition, without a builder); their reports are the report's `children`. A sub-agent
     run replayed on its own with its parent's builder replays with that child agent too."""
-    store = open_store(db)
-    agent = _agent_for(store, run_id, builder)
-    if execute_tools:  # the tools are the user's code: the cyclic collector runs as usual
-        return _replay(store, run_id, agent, execute_tools, children)
-    # The collector is paused until the replay's objects are freed (when `_replay` returns):
-    # the recording, the replayed facts and the engine's memory are many long-lived objects
-    # that its collections would go through again and again, for nothing (a replay leaves
-    # a few dozen objects in cycles, whatever the run's length).
-    with bulk_reading():
-        return _replay(store, run_id, agent, execute_tools, children)
+    with opened(db) as store:
+        agent = _agent_for(store, run_id, builder)
+        if execute_tools:  # the tools are the user's code: the cyclic collector runs as usual
+            return _replay(store, run_id, agent, execute_tools, children)
+        # The collector is paused until the replay's objects are freed (when `_replay`
+        # returns): the recording, the replayed facts and the engine's memory are many
+        # long-lived objects that its collections would go through again and again, for
+        # nothing (a replay leaves a few dozen objects in cycles, whatever the run's length).
+        with bulk_reading():
+            return _replay(store, run_id, agent, execute_tools, children)
 
 
 def _agent_for(store: EventStore, run_id: str, builder: Builder | None) -> Builder | None:

@@ -20,7 +20,7 @@ from eventstore import EventStore
 from .branching import judged
 from .errors import BestOfError
 from .recording import Recording
-from .source import Builder, StoreLike, agent_of, open_store, resolve_run
+from .source import Builder, StoreLike, agent_of, opened, resolve_run
 
 __all__ = ["Around", "continue_claimed", "decide", "pending_requests", "resume_run"]
 
@@ -39,13 +39,13 @@ def resume_run(db: StoreLike, run_id: str, builder: Builder, *, force: bool = Fa
     A run that another live process drives is refused (`RunInUse`, naming its host and pid)
     unless `force`; the superseded process can then append nothing more.
     """
-    store = open_store(db)
-    run_id = resolve_run(store, run_id)
-    store.claim(run_id, force=force)  # before reading: the log cannot move on under us
-    try:
-        return continue_claimed(store, run_id, builder)
-    finally:
-        store.release(run_id)  # whatever happened: a failed resume does not keep the run
+    with opened(db) as store:
+        run_id = resolve_run(store, run_id)
+        store.claim(run_id, force=force)  # before reading: the log cannot move on under us
+        try:
+            return continue_claimed(store, run_id, builder)
+        finally:
+            store.release(run_id)  # whatever happened: a failed resume does not keep the run
 
 
 def continue_claimed(
@@ -75,12 +75,12 @@ def continue_claimed(
 
 def pending_requests(db: StoreLike, run_id: str) -> list[ApprovalRequest]:
     """The questions a run waiting in WaitingForHuman has for a human (empty otherwise)."""
-    store = open_store(db)
-    recording = Recording.load(store, run_id)
-    memory, state = fold_with_state(e.fact for e in recording.entries)
-    if state != State.WaitingForHuman:
-        return []
-    return with_waiting_children(store, approval_requests(recording.run_id, memory))
+    with opened(db) as store:
+        recording = Recording.load(store, run_id)
+        memory, state = fold_with_state(e.fact for e in recording.entries)
+        if state != State.WaitingForHuman:
+            return []
+        return with_waiting_children(store, approval_requests(recording.run_id, memory))
 
 
 def decide(
@@ -99,13 +99,13 @@ def decide(
     the call's arguments and must fit the tool's recorded schema. Nothing runs here, and nothing
     is decided when the request is ambiguous or the arguments do not fit. Refused while another
     live process drives the run, unless `force`."""
-    store = open_store(db)
-    run_id = resolve_run(store, run_id)
-    store.claim(run_id, force=force)
-    try:
-        return _decide(store, run_id, verdict, args=args, call_id=call_id, note=note)
-    finally:
-        store.release(run_id)  # a no-op when the decision's commit released it already
+    with opened(db) as store:
+        run_id = resolve_run(store, run_id)
+        store.claim(run_id, force=force)
+        try:
+            return _decide(store, run_id, verdict, args=args, call_id=call_id, note=note)
+        finally:
+            store.release(run_id)  # a no-op when the decision's commit released it already
 
 
 def _decide(

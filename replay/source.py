@@ -6,7 +6,8 @@ import importlib
 import importlib.util
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ __all__ = [
     "can_write",
     "load_builder",
     "open_store",
+    "opened",
     "recorded_builder",
     "resolve_run",
 ]
@@ -68,6 +70,19 @@ def open_store(
         return store
     store.close()
     return SQLiteEventStore(store.path, create=False, read_only=True, **options)
+
+
+@contextmanager
+def opened(db: StoreLike, **options: Any) -> Iterator[EventStore]:
+    """`open_store(db, **options)` for the length of a `with`: a store opened here from a path
+    or URL is closed at its end (its writer and lease-renewer threads with it); a store object
+    given stays open, as its caller owns it."""
+    store = open_store(db, **options)
+    try:
+        yield store
+    finally:
+        if store is not db:
+            store.close()
 
 
 def can_write(path: str | Path) -> bool:

@@ -22,7 +22,7 @@ from agentsm.trace import decoded, read_events
 from eventstore import EventStore, StoredEvent
 
 from .errors import SeqOutOfRange
-from .source import StoreLike, open_store, resolve_run
+from .source import StoreLike, opened, resolve_run
 
 __all__ = ["CHECKPOINT", "Moment", "memory_at", "moments"]
 
@@ -109,20 +109,20 @@ def moments(
     """Every fact of a run from seq `start` to `upto` (default: the last) with the memory and
     state right after it, folding each fact once: `for seq, fact, memory, state in
     moments(db, run_id)` steps through a run in one pass."""
-    store = open_store(db)
-    run_id = resolve_run(store, run_id)
-    marks = _checkpoints(_key(db, store, run_id))
-    yield from _moments(store, run_id, marks, start, upto)
+    with opened(db) as store:  # closed when the moments end or are let go (a path's store)
+        run_id = resolve_run(store, run_id)
+        marks = _checkpoints(_key(db, store, run_id))
+        yield from _moments(store, run_id, marks, start, upto)
 
 
 def memory_at(db: StoreLike, run_id: str, seq: int) -> tuple[AgentMemory, str]:
     """Memory and state right after fact `seq` of the run: folded from the closest checkpoint
     this process kept of the run (at most CHECKPOINT facts), else from the start."""
-    store = open_store(db)
-    run_id = resolve_run(store, run_id)
-    last = store.run(run_id).last_seq
-    if not 1 <= seq <= last:
-        raise SeqOutOfRange(run_id, seq, last)
-    marks = _checkpoints(_key(db, store, run_id))
-    *_, moment = _moments(store, run_id, marks, seq, seq)
-    return moment.memory, moment.state
+    with opened(db) as store:
+        run_id = resolve_run(store, run_id)
+        last = store.run(run_id).last_seq
+        if not 1 <= seq <= last:
+            raise SeqOutOfRange(run_id, seq, last)
+        marks = _checkpoints(_key(db, store, run_id))
+        *_, moment = _moments(store, run_id, marks, seq, seq)
+        return moment.memory, moment.state
