@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Literal, NoReturn
 
-from eventstore import EventStore, StoredEvent
+from eventstore import EventStore, StoredEvent, StoreError
 
 from . import facts as f
 from ._scope import run_scope
@@ -368,6 +368,8 @@ class AgentEngine:
                 await self._abort(SafetyCapExceeded(self._transitions + 1, cap))
         try:
             event = await handler.handle(ctx)
+        except StoreError:  # the store failed, or another driver has the run: not the run's
+            raise  # fault, so nothing more is recorded; it stays where its last commit left it
         except EngineError as e:
             await self._abort(e)
         except Exception as e:
@@ -382,7 +384,7 @@ class AgentEngine:
             self._stop()
             raise
         except BaseException:  # something above the run stops it (a replay that diverged)
-            self._recorder.flush()  # what was recorded stays, as at any stop
+            self._keep(None)  # what was recorded stays, as at any stop
             raise
         if isinstance(event, Suspend):
             await self._recorder.commit(status="waiting")
@@ -412,7 +414,16 @@ class AgentEngine:
         """The run was stopped from outside (cancelled, Ctrl-C) or by a tool (`sys.exit`): keep
         what was recorded, with the calls that were running left in flight, and mark the run
         "stopped"; it is resumed like a run whose process died."""
-        self._recorder.flush(status="stopped")
+        self._keep("stopped")
+
+    def _keep(self, status: str | None) -> None:
+        """Commit what was recorded (with `status`) as the run stops for a reason of its own; a
+        store that cannot take it (failed, or the run was lost to another driver) leaves the
+        log where its last commit left it, and the stop goes on."""
+        try:
+            self._recorder.flush(status=status)
+        except StoreError:
+            pass
 
     async def _abort(self, error: EngineError, cause: BaseException | None = None) -> NoReturn:
         """Keep what the handler recorded, add RunAborted, mark the run, raise."""

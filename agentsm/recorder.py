@@ -5,10 +5,19 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
-from eventstore import AsyncAppend, AsyncDrive, EventStore, NewEvent, RunSummary, StoreError
+from eventstore import (
+    AsyncAppend,
+    AsyncDrive,
+    EventStore,
+    LeaseLost,
+    NewEvent,
+    RunSummary,
+    StoreError,
+)
 
 from .catalog import summary_of
 from .codec import UnknownFact, value_problem
@@ -111,6 +120,7 @@ class Recorder:
         self.redactor = redactor
         self._pending: list[NewEvent] = []
         self._claimed = False  # whether this recorder's store drives the run (see flush)
+        self._lost: LeaseLost | None = None  # set once a commit was refused: nothing more goes
         self._status: str | None = None  # a status the next commit sets (see `driving`)
         self._async = isinstance(store, AsyncAppend)  # awaitable appends, any thread
         self._drive: AsyncDrive | None = store if isinstance(store, AsyncDrive) else None
@@ -204,11 +214,10 @@ class Recorder:
         reader sees the run before its first facts and a crash leaves no empty run; then drive
         it (`claim`), unless it is left for a worker."""
         summary = summary_of(self.memory)
-        self.store.create_run(self.run_id, task, **self._creation(created_at, status, summary))
+        creation = self._creation(created_at, status, summary)
+        self.store.create_run(self.run_id, task, claim=claim, **creation)
         self._created(summary)
-        if claim:
-            self.store.claim(self.run_id)
-            self._claimed = True
+        self._claimed = claim
 
     async def acreate(self, task: str, *, created_at: float, status: str) -> None:
         """`create` for async code, off the event loop where the store allows it (through its
@@ -243,18 +252,19 @@ class Recorder:
         events, status, handed_back = self._batch(status)
         if events is None:
             return
-        if not self._claimed:  # refused while another live process drives the run
-            self.store.claim(self.run_id)
-            self._claimed = True
-        summary = self._summary()
-        self.seq = self.store.append(
-            self.run_id,
-            self.seq,
-            events,
-            status=status,
-            durable=effect or handed_back,
-            summary=summary,
-        )
+        with self._fencing():
+            if not self._claimed:  # refused while another live process drives the run
+                self.store.claim(self.run_id)
+                self._claimed = True
+            summary = self._summary()
+            self.seq = self.store.append(
+                self.run_id,
+                self.seq,
+                events,
+                status=status,
+                durable=effect or handed_back,
+                summary=summary,
+            )
         self._shown = summary or self._shown
         del self._pending[: len(events)]
         self._status = None
@@ -271,6 +281,15 @@ class Recorder:
         events, status, handed_back = self._batch(status)
         if events is None:
             return
+        with self._fencing():
+            await self._append(events, status, effect=effect, handed_back=handed_back)
+        if handed_back:
+            await self.arelease()
+
+    async def _append(
+        self, events: list[NewEvent], status: str | None, *, effect: bool, handed_back: bool
+    ) -> None:
+        """The append of `commit` (the run claimed first, where this recorder does not yet)."""
         if not self._claimed:  # refused while another live process drives the run
             if self._drive is not None:
                 await self._drive.claim_async(self.run_id)
@@ -303,8 +322,16 @@ class Recorder:
                 self.seq, self._status, self._shown = expected, waiting, shown
                 self._pending[:0] = events
                 raise
-        if handed_back:
-            await self.arelease()
+
+    @contextmanager
+    def _fencing(self) -> Iterator[None]:
+        """Remember a commit refused because another driver took the run: this recorder then
+        commits nothing more, whatever it is asked (not even a closing fact)."""
+        try:
+            yield
+        except LeaseLost as e:
+            self._lost = e
+            raise
 
     async def arelease(self) -> None:
         """`release` for async code, without blocking the event loop."""
@@ -343,6 +370,8 @@ class Recorder:
     def _batch(self, status: str | None) -> tuple[list[NewEvent] | None, str | None, bool]:
         """What the next commit appends (None: nothing to do), its status, and whether that
         status hands the run back."""
+        if self._lost is not None:
+            raise self._lost
         status = status or self._status
         if not self._pending and status is None:
             return None, None, False

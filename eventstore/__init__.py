@@ -8,6 +8,8 @@ from .driver import Driver
 from .errors import (
     AmbiguousRunId,
     ConcurrencyError,
+    LeaseLost,
+    LogTampered,
     NotAnEventLog,
     RunInUse,
     SchemaVersionError,
@@ -35,6 +37,8 @@ __all__ = [
     "Driver",
     "Durability",
     "EventStore",
+    "LeaseLost",
+    "LogTampered",
     "NewEvent",
     "NotAnEventLog",
     "PayloadReader",

@@ -10,13 +10,17 @@ from typing import Any
 
 from .errors import RunInUse
 
-__all__ = ["RELEASED", "Driver", "hands_back", "refuse_live_driver"]
+__all__ = ["CLAIM_ORDER", "RELEASED", "Driver", "hands_back", "refuse_live_driver"]
 
 RELEASED = (
     "driver_host = NULL, driver_pid = NULL, driver_started = NULL, driver_token = NULL, "
     "lease_until = NULL"
 )
 """The catalog columns that name a run's driver, cleared (SQL for an UPDATE's SET)."""
+
+CLAIM_ORDER = "CASE status WHEN 'running' THEN 0 WHEN 'ready' THEN 1 ELSE 2 END, updated_at, run_id"
+"""The order in which workers take runs (SQL for an ORDER BY): orphaned runs first (their work
+was under way), then runs a human has answered, then queued ones; the oldest first in each."""
 
 
 def hands_back(status: str | None) -> bool:

@@ -9,25 +9,28 @@ import uuid
 import weakref
 from collections.abc import Callable, Sequence
 
-from .driver import Driver, refuse_live_driver
-from .errors import StoreError, UnknownRun
-from .pg_connections import Connections
+from .driver import CLAIM_ORDER, Driver, refuse_live_driver
+from .errors import LeaseLost, StoreError, UnknownRun
+from .fencing import Tokens, lost_lease
+from .pg_connections import Conn, Connections
 
 __all__ = ["CLAIMABLE", "Leases"]
 
 CLAIMABLE = {
     "queued": "(status = 'queued' AND {free})",
     "ready": "(status = 'ready' AND {free})",
-    "orphaned": "(status = 'running' AND driver_token IS NOT NULL AND lease_until < %(now)s)",
+    "orphaned": "(status = 'running' AND (driver_token IS NULL OR lease_until < %(now)s))",
 }
 """What `claim_next` may take, by kind: a queued or ready run no live lease holds, and a running
-run whose driver's lease has run out."""
+run with no live lease (its driver's ran out, or it released the run after a store error)."""
 
 _FREE = "(driver_token IS NULL OR lease_until IS NULL OR lease_until < %(now)s)"
 _TAKE = (
     "UPDATE runs SET driver_host = %s, driver_pid = %s, driver_started = %s, driver_token = %s, "
     "lease_until = %s WHERE run_id = %s"
 )
+TAKEN = "driver_host, driver_pid, driver_started, driver_token, lease_until"
+"""The catalog columns a claim sets, in the order of `Leases.taken`'s values."""
 
 
 class Leases:
@@ -38,19 +41,30 @@ class Leases:
         self.lease = lease
         self._db = db
         self._unknown = unknown
-        self._held: dict[str, str] = {}
+        self.tokens = Tokens()
         self._lock = threading.Lock()
         self._closing = threading.Event()
         self._renewer: threading.Thread | None = None
 
-    def token(self, run_id: str) -> str | None:
-        """This store's lease token on the run, if it drives it."""
-        return self._held.get(run_id)
+    def taken(self) -> tuple[list[object], str]:
+        """The values of `TAKEN` for a new claim by this process, and its token (held once the
+        claim is committed: `hold`)."""
+        me = Driver.current()
+        token = uuid.uuid4().hex
+        return [me.host, me.pid, me.started, token, time.time() + self.lease], token
 
-    def lost(self, run_id: str) -> None:
-        """Forget a run another driver has taken over."""
-        with self._lock:
-            self._held.pop(run_id, None)
+    def refused(self, conn: Conn, run_id: str, token: str | None) -> LeaseLost | None:
+        """Why a write carrying `token` moved nothing: the run is unknown (raised), another
+        driver has it (the run is fenced; the `LeaseLost` returned), or neither (None)."""
+        row = conn.execute(
+            "SELECT driver_token, driver_host, driver_pid FROM runs WHERE run_id = %s", (run_id,)
+        ).fetchone()
+        if row is None:
+            raise self._unknown(run_id)
+        if token is None or row[0] == token:
+            return None
+        holder = str(Driver(row[1], row[2])) if row[0] else "no process"
+        return self.tokens.lose(run_id, lost_lease(run_id, holder))
 
     def claim(self, run_id: str, *, force: bool) -> None:
         """See `PostgresEventStore.claim`."""
@@ -62,9 +76,10 @@ class Leases:
             (me.host, me.pid, me.started, token, time.time() + self.lease, run_id),
         )
         if taken:
-            self._hold(run_id, token)
+            self.hold(run_id, token)
             return
-        with self._db.transaction(f"claim run {run_id!r}") as conn:
+
+        def take(conn: Conn) -> None:
             row = conn.execute(
                 "SELECT driver_token, driver_host, driver_pid, driver_started, lease_until "
                 "FROM runs WHERE run_id = %s FOR UPDATE",
@@ -73,9 +88,11 @@ class Leases:
             if row is None:
                 raise self._unknown(run_id)
             now = time.time()
-            refuse_live_driver(run_id, row, self._held.get(run_id), force=force, now=now)
+            refuse_live_driver(run_id, row, self.tokens.get(run_id), force=force, now=now)
             conn.execute(_TAKE, (me.host, me.pid, me.started, token, now + self.lease, run_id))
-        self._hold(run_id, token)
+
+        self._db.transact(f"claim run {run_id!r}", take)
+        self.hold(run_id, token)
 
     def claim_next(self, kinds: Sequence[str]) -> str | None:
         """See `PostgresEventStore.claim_next`: the id of the run claimed, or None."""
@@ -91,21 +108,27 @@ class Leases:
         me = Driver.current()
         token = uuid.uuid4().hex
         now = time.time()
-        with self._db.transaction("claim the next run") as conn:
+
+        def take(conn: Conn) -> str | None:
             row = conn.execute(
-                f"SELECT run_id FROM runs WHERE {where} ORDER BY updated_at, entry "
+                f"SELECT run_id FROM runs WHERE {where} ORDER BY {CLAIM_ORDER} "
                 "LIMIT 1 FOR UPDATE SKIP LOCKED".encode(),
                 {"now": now},
             ).fetchone()
             if row is None:
                 return None
             conn.execute(_TAKE, (me.host, me.pid, me.started, token, now + self.lease, row[0]))
-        self._hold(row[0], token)
-        return str(row[0])
+            return str(row[0])
 
-    def _hold(self, run_id: str, token: str) -> None:
+        run_id = self._db.transact("claim the next run", take)
+        if run_id is not None:
+            self.hold(run_id, token)
+        return run_id
+
+    def hold(self, run_id: str, token: str) -> None:
+        """A claim of this store's was committed: keep its lease renewed."""
+        self.tokens.hold(run_id, token)
         with self._lock:
-            self._held[run_id] = token
             if self._renewer is None:
                 self._renewer = threading.Thread(
                     target=_renew_leases,
@@ -117,8 +140,7 @@ class Leases:
 
     def release(self, run_id: str) -> None:
         """See `PostgresEventStore.release`."""
-        with self._lock:
-            token = self._held.pop(run_id, None)
+        token = self.tokens.hand_back(run_id)
         if token is not None:
             self._db.execute(
                 f"release run {run_id!r}",
@@ -129,17 +151,20 @@ class Leases:
 
     def renew(self) -> None:
         """Extend the leases of the runs this store drives."""
-        with self._lock:
-            held = list(self._held.items())
-        for run_id, token in held:
-            try:
-                self._db.execute(
-                    f"renew the lease of run {run_id!r}",
+        for run_id, token in self.tokens.held():
+
+            def renew(conn: Conn, run_id: str = run_id, token: str = token) -> None:
+                renewed = conn.execute(
                     b"UPDATE runs SET lease_until = %s WHERE run_id = %s AND driver_token = %s",
                     (time.time() + self.lease, run_id, token),
-                )
+                ).rowcount
+                if not renewed and self.tokens.get(run_id) == token:  # ours, we thought
+                    self.refused(conn, run_id, token)
+
+            try:
+                self._db.transact(f"renew the lease of run {run_id!r}", renew, retry=False)
             except StoreError:
-                pass  # tried again at the next round; a lost lease shows at the next append
+                pass  # a lost run is fenced now; a failure is tried again at the next round
 
     def close(self) -> None:
         """Stop renewing (the leases run out unless released)."""

@@ -24,8 +24,9 @@ from .errors import (
     StoreError,
     UnknownRun,
 )
+from .fencing import lost_lease
 from .pg_connections import Conn, Connections
-from .pg_leases import Leases
+from .pg_leases import TAKEN, Leases
 from .pg_schema import LATEST, channel, migrate, schema_version
 from .pg_url import DEFAULT_SCHEMA, check_schema_name, redact, split_schema
 from .records import NewEvent, RunRecord, RunSummary, StoredEvent
@@ -58,7 +59,9 @@ class PostgresEventStore:
     the server or its machine may lose the last fraction of a second); `"full"` also makes each
     commit that an effect follows (`durable=True`) wait for the disk. A run's writer
     `claim`s it first, with a lease of `lease` seconds that this store renews while it holds
-    the run. `pool_size` bounds the connections this store opens.
+    the run. `pool_size` bounds the connections this store opens. An operation that meets a
+    dropped connection, a server restart or a serialization failure is tried again for up to
+    `retry` seconds (an append whose commit may have happened is checked first, never doubled).
     """
 
     def __init__(
@@ -72,6 +75,7 @@ class PostgresEventStore:
         lease: float = 60.0,
         pool_size: int = 4,
         connect_timeout: float = 10.0,
+        retry: float = 30.0,
     ) -> None:
         conninfo, in_url = split_schema(url)
         self.url = redact(url)
@@ -85,6 +89,7 @@ class PostgresEventStore:
             read_only=read_only,
             pool_size=pool_size,
             connect_timeout=connect_timeout,
+            retry=retry,
         )
         with self._db.connect() as conn:
             self._open_schema(conn, create and not read_only)
@@ -132,10 +137,12 @@ class PostgresEventStore:
         events: Sequence[NewEvent] = (),
         status: str | None = None,
         summary: RunSummary | None = None,
+        claim: bool = False,
     ) -> RunRecord:
         """Add a run to the catalog together with its first `events`, in one transaction, so
         that no reader ever sees it without them; an id that exists already is a
-        `ConcurrencyError` and writes nothing."""
+        `ConcurrencyError` and writes nothing. With `claim`, this store drives the new run from
+        the same transaction on (no worker can take a running run before it is claimed)."""
         now = time.time() if created_at is None else created_at
         record = RunRecord(
             run_id=run_id,
@@ -156,27 +163,42 @@ class PostgresEventStore:
         )
         columns, head = _chain(run_id, GENESIS, 0, events)
         exists = f"A run with id {run_id!r} exists already; choose another id."
-        with self._db.transaction(f"create run {run_id!r}", pipeline=True, conflict=exists) as conn:
+        driver, token = self._leases.taken() if claim else ([None] * 5, None)
+        values = (
+            run_id,
+            task,
+            record.status,
+            now,
+            record.updated_at,
+            len(events),
+            parent_id,
+            branch_seq,
+            json.dumps(info or {}),
+            *kept,
+            *driver,
+        )
+
+        def create(conn: Conn) -> None:
             conn.execute(
                 "INSERT INTO runs (run_id, task, status, created_at, updated_at, last_seq, "
                 "parent_id, branch_seq, info, steps, input_tokens, output_tokens, cost, "
-                "model, answer, error) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, "
-                "%s, %s, %s, %s, %s)",
-                (
-                    run_id,
-                    task,
-                    record.status,
-                    now,
-                    record.updated_at,
-                    len(events),
-                    parent_id,
-                    branch_seq,
-                    json.dumps(info or {}),
-                    *kept,
-                ),
+                f"model, answer, error, {TAKEN}) VALUES ({', '.join(['%s'] * len(values))})",
+                values,
             )
             if events:
                 conn.execute(_INSERT.format(where="").encode(), (run_id, *columns))
+
+        def committed() -> bool:  # the first try's commit may have happened: is it stored?
+            found = self._db.rows(
+                "SELECT driver_token, last_seq FROM runs WHERE run_id = %s", (run_id,)
+            )
+            return bool(found) and found[0][0] == token and self._stored(run_id, len(events), head)
+
+        self._db.transact(
+            f"create run {run_id!r}", create, pipeline=True, conflict=exists, committed=committed
+        )
+        if token is not None:
+            self._leases.hold(run_id, token)
         self._remember(run_id, len(events), head)
         return record
 
@@ -242,14 +264,16 @@ class PostgresEventStore:
         return [_run_record(r) for r in self._db.rows(query, args)]
 
     def set_status(self, run_id: str, status: str) -> None:
-        """Change a run's status in the catalog (the catalog is not the log: it may change)."""
-        changed = self._db.execute(
-            f"set the status of run {run_id!r}",
-            b"UPDATE runs SET status = %s, updated_at = %s WHERE run_id = %s",
-            (status, time.time(), run_id),
-        )
-        if not changed:
-            self.run(run_id)
+        """Change a run's status in the catalog (the catalog is not the log: it may change).
+        From the run's driver, the change carries its lease token, as its appends do."""
+        token = self._leases.tokens.for_write(run_id)
+        query = "UPDATE runs SET status = %s, updated_at = %s WHERE run_id = %s"
+        args: list[Any] = [status, time.time(), run_id]
+        if token is not None:
+            query += " AND driver_token = %s"
+            args.append(token)
+        if not self._db.execute(f"set the status of run {run_id!r}", query.encode(), args):
+            self._refuse_append(run_id, -1, token)
 
     def set_summary(self, run_id: str, summary: RunSummary) -> None:
         """Write a run's summary in the catalog (a back-fill: a recorder writes it with the
@@ -288,7 +312,7 @@ class PostgresEventStore:
         run's end: otherwise `ConcurrencyError`, and nothing is written. The catalog update and
         the inserts are one statement, a transaction of its own: one round trip."""
         last = expected_seq + len(events)
-        token = self._leases.token(run_id)
+        token = self._leases.tokens.for_write(run_id)  # a lost run: refused before the database
         sets = "last_seq = %s, updated_at = %s"
         params: list[Any] = [last, events[-1].recorded_at if events else time.time()]
         release = hands_back(status) and not self._db.in_batch()
@@ -318,17 +342,27 @@ class PostgresEventStore:
             f"Another writer appended to run {run_id!r} at seq {expected_seq + 1} first. "
             "Nothing was written; reload the run."
         )
+
+        def committed() -> bool:  # the first try's commit may have happened: is it stored?
+            if events:
+                return self._stored(run_id, last, head)
+            found = self._db.rows(
+                "SELECT status, driver_token FROM runs WHERE run_id = %s", (run_id,)
+            )
+            return bool(found) and found[0][0] == status and (found[0][1] is None) == release
+
         written = self._db.execute(
             f"append to run {run_id!r}",
             query.encode(),
             params,
             wait_for_disk=durable and self._durability == "full",
             conflict=conflict,
+            committed=committed,
         )
         if written == 0:
             self._refuse_append(run_id, expected_seq, token)
         if release:
-            self._leases.lost(run_id)
+            self._leases.tokens.hand_back(run_id)
         if events:
             self._remember(run_id, last, head)
         return last
@@ -364,16 +398,19 @@ class PostgresEventStore:
         summary: RunSummary | None = None,
         claim: bool = False,
     ) -> None:
-        """`create_run` (then `claim`, with `claim`) for async code, off the event loop."""
+        """`create_run` for async code, off the event loop."""
 
-        def create() -> None:
-            self.create_run(
-                run_id, task, created_at=created_at, events=events, status=status, summary=summary
+        await self._awaited(
+            lambda: self.create_run(
+                run_id,
+                task,
+                created_at=created_at,
+                events=events,
+                status=status,
+                summary=summary,
+                claim=claim,
             )
-            if claim:
-                self.claim(run_id)
-
-        await self._awaited(create)
+        )
 
     async def claim_async(self, run_id: str, *, force: bool = False) -> None:
         """`claim` for async code, off the event loop."""
@@ -382,7 +419,7 @@ class PostgresEventStore:
     async def release_async(self, run_id: str) -> None:
         """`release` for async code; nothing to wait for when the run is not held (an append
         that handed it back released it already)."""
-        if self._leases.token(run_id) is not None:
+        if self._leases.tokens.get(run_id) is not None:
             await self._awaited(lambda: self.release(run_id))
 
     async def _awaited(self, work: Callable[[], T]) -> T:
@@ -422,8 +459,18 @@ class PostgresEventStore:
         )
         return str(rows[0][0]) if rows else GENESIS  # no such fact: the append is refused
 
+    def _stored(self, run_id: str, seq: int, head: str) -> bool:
+        """Whether fact `seq` of the run is stored with hash `head` (a write that committed)."""
+        if seq == 0:
+            return True
+        found = self._db.rows(
+            "SELECT hash FROM events WHERE run_id = %s AND seq = %s", (run_id, seq)
+        )
+        return bool(found) and found[0][0] == head
+
     def _refuse_append(self, run_id: str, expected_seq: int, token: str | None) -> None:
-        """Say why an append moved no run: unknown, taken over, or behind the log."""
+        """Say why an append moved no run: unknown, taken over (the run is fenced), or behind
+        the log."""
         rows = self._db.rows(
             "SELECT last_seq, driver_token, driver_host, driver_pid FROM runs WHERE run_id = %s",
             (run_id,),
@@ -432,12 +479,13 @@ class PostgresEventStore:
         if found is None:
             raise UnknownRun(run_id, _closest(self._db, run_id))
         if found[1] != token:
-            self._leases.lost(run_id)
             holder = str(Driver(found[2], found[3])) if found[1] else "no process"
-            raise ConcurrencyError(
-                f"Run {run_id!r} is driven by {holder} now, not by this store: it was "
-                "taken over (resumed with force) or released. Nothing was written."
-            )
+            if token is None:  # this store never drove it: someone else does
+                raise ConcurrencyError(
+                    f"Run {run_id!r} is driven by {holder}; this store has not claimed it. "
+                    "Nothing was written."
+                )
+            raise self._leases.tokens.lose(run_id, lost_lease(run_id, holder))
         raise ConcurrencyError(
             f"Run {run_id!r} is at seq {found[0]}, not {expected_seq}: another "
             "writer appended first. Nothing was written; reload the run."

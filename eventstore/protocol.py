@@ -25,10 +25,16 @@ class EventStore(Protocol):
     durability makes that commit reach the disk before it returns. Every event is stored with
     a hash chained to its run's previous one; `verify` checks that chain (`eventstore.chain`).
     A writer `claim`s a run before appending to it (refused while another live process drives
-    it, unless `force`) and `release`s it when it hands the run back; a claimed run takes
-    appends from its driver only. The catalog keeps each run's `RunSummary` (what a listing
-    shows), written with the facts when `create_run` or `append` is given one, so that `runs`
-    (filtered through indexes) and `resolve` (an id or a unique prefix) never read the facts.
+    it, unless `force`; `create_run(claim=True)` claims a new run in its creating transaction)
+    and `release`s it when it hands the run back; a claimed run takes appends from its driver
+    only. Every write of a driver (append, status, release) carries its lease token; once one is
+    refused because another driver took the run, the store refuses every later write of its own
+    to that run with `LeaseLost` until it claims the run again. A run left "running" with no
+    live lease (its driver died, stalled past its lease, or released it after a store error) is
+    interrupted: `claim_next` takes it as "orphaned". The catalog keeps each run's `RunSummary`
+    (what a listing shows), written with the facts when `create_run` or `append` is given one,
+    so that `runs` (filtered through indexes) and `resolve` (an id or a unique prefix) never
+    read the facts.
     Workers take runs that can go on with `claim_next`; a live tail sleeps in
     `wait_for_append` until something may have been recorded.
     """
@@ -45,6 +51,7 @@ class EventStore(Protocol):
         events: Sequence[NewEvent] = (),
         status: str | None = None,
         summary: RunSummary | None = None,
+        claim: bool = False,
     ) -> RunRecord: ...
 
     def append(
@@ -65,12 +72,13 @@ class EventStore(Protocol):
     def claim_next(
         self, *, kinds: Sequence[str] = ("queued", "ready", "orphaned")
     ) -> RunRecord | None:
-        """Atomically pick the one run that can go on with the oldest `updated_at` and claim
-        it for this store (as `claim` does), returning its record (status unchanged: the
-        driver sets it), or None when there is none. "queued": status `queued` (submitted to
-        run later); "ready": status `ready` (a waiting run whose human decision is recorded);
-        "orphaned": status `running` with `lease_until` past (its driver stopped renewing).
-        A queued or ready run whose lease is live (someone holds it) is not taken."""
+        """Atomically pick the one run that can go on and claim it for this store (as `claim`
+        does), returning its record (status unchanged: the driver sets it), or None when there
+        is none. "queued": status `queued` (submitted to run later); "ready": status `ready` (a
+        waiting run whose human decision is recorded); "orphaned": status `running` with no
+        live lease (its driver stopped renewing, or released it). Orphaned runs are taken
+        first, then ready, then queued, the oldest `updated_at` first within each. A queued or
+        ready run whose lease is live (someone holds it) is not taken."""
         ...
 
     def wait_for_append(self, timeout: float) -> bool:

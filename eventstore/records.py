@@ -92,10 +92,13 @@ class RunRecord:
     summary: RunSummary = RunSummary()
 
     def driver_gone(self) -> bool:
-        """Whether the run says "running" but the process that drove it is gone (killed, or
-        its lease on another host ran out): it will not go on by itself; resume it."""
-        if self.status != "running" or self.driver is None:
+        """Whether the run says "running" but no process drives it (its driver was killed, its
+        lease ran out, or it let the run go after a store error): it will not go on by itself;
+        a worker takes it, or resume it."""
+        if self.status != "running":
             return False
+        if self.driver is None:
+            return True
         alive = self.driver.alive()
         return alive is False or (alive is None and (self.lease_until or 0) < time.time())
 

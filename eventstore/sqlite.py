@@ -21,7 +21,7 @@ from typing import Any, Literal, TypeVar
 import sqlite_utils
 
 from .chain import GENESIS, ChainReport, chained, check_chain
-from .driver import RELEASED, Driver, hands_back, refuse_live_driver
+from .driver import CLAIM_ORDER, RELEASED, Driver, hands_back, refuse_live_driver
 from .errors import (
     AmbiguousRunId,
     ConcurrencyError,
@@ -30,6 +30,7 @@ from .errors import (
     StoreError,
     UnknownRun,
 )
+from .fencing import Tokens, lost_lease
 from .migrations import LATEST, migrate
 from .records import SUMMARY_TEXT, NewEvent, RunRecord, RunSummary, StoredEvent
 from .wakeups import committed
@@ -92,7 +93,7 @@ class SQLiteEventStore:
         self.busy_timeout = busy_timeout
         self.durability = durability
         self.lease = lease
-        self._held: dict[str, str] = {}  # run id -> lease token, for the runs this store drives
+        self._tokens = Tokens()  # the runs this store drives, and those it lost
         self._closing = threading.Event()
         self._renewer: threading.Thread | None = None
         if self.path != ":memory:" and Path(self.path).is_dir():
@@ -242,14 +243,19 @@ class SQLiteEventStore:
         events: Sequence[NewEvent] = (),
         status: str | None = None,
         summary: RunSummary | None = None,
+        claim: bool = False,
     ) -> RunRecord:
         """Add a run to the catalog together with its first `events` (and its `summary`), in one
         transaction, so that no reader ever sees it without them; an id that exists already is
-        a `ConcurrencyError` and writes nothing."""
+        a `ConcurrencyError` and writes nothing. With `claim`, this store drives the new run
+        from the same transaction on (no worker can take a running run before it is claimed)."""
         write = self._create_write(
             run_id, task, parent_id, branch_seq, info, created_at, events, status, summary
         )
+        write, token = self._claiming(run_id, write, claim)
         self._transaction(write, f"create run {run_id!r}")
+        if token is not None:
+            self._hold(run_id, token)
         return self.run(run_id)
 
     async def create_run_async(
@@ -269,17 +275,24 @@ class SQLiteEventStore:
         write = self._create_write(
             run_id, task, None, None, None, created_at, events, status, summary
         )
-        token = uuid.uuid4().hex if claim else None
-        if token is not None:
-            me, create = Driver.current(), write
-
-            def write(conn: sqlite3.Connection) -> None:
-                create(conn)
-                self._drive(conn, run_id, me, token, time.time())
-
+        write, token = self._claiming(run_id, write, claim)
         await self._committed(write, f"create run {run_id!r}")
         if token is not None:
             self._hold(run_id, token)
+
+    def _claiming(
+        self, run_id: str, create: Callable[[sqlite3.Connection], None], claim: bool
+    ) -> tuple[Callable[[sqlite3.Connection], None], str | None]:
+        """The write of a creation, with the new run's claim in it when `claim`, and the token."""
+        if not claim:
+            return create, None
+        me, token = Driver.current(), uuid.uuid4().hex
+
+        def write(conn: sqlite3.Connection) -> None:
+            create(conn)
+            self._drive(conn, run_id, me, token, time.time())
+
+        return write, token
 
     def _create_write(
         self,
@@ -503,15 +516,17 @@ class SQLiteEventStore:
         self._transaction(write, f"write the summary of run {run_id!r}")
 
     def set_status(self, run_id: str, status: str) -> None:
-        """Change a run's status in the catalog (the catalog is not the log: it may change)."""
+        """Change a run's status in the catalog (the catalog is not the log: it may change).
+        From the run's driver, the change carries its lease token, as its appends do."""
+        token = self._tokens.for_write(run_id)
 
         def write(conn: sqlite3.Connection) -> None:
-            cur = conn.execute(
-                "UPDATE runs SET status = ?, updated_at = ? WHERE run_id = ?",
-                (status, time.time(), run_id),
-            )
-            if cur.rowcount == 0:
-                self.run(run_id)
+            sql = "UPDATE runs SET status = ?, updated_at = ? WHERE run_id = ?"
+            args: tuple[Any, ...] = (status, time.time(), run_id)
+            if token is not None:
+                sql, args = sql + " AND driver_token = ?", (*args, token)
+            if conn.execute(sql, args).rowcount == 0:
+                self._refused(conn, run_id, token)
 
         self._transaction(write, f"set the status of run {run_id!r}")
 
@@ -573,7 +588,19 @@ class SQLiteEventStore:
         """After a committed append: a status that hands the run back released it in the same
         transaction, so this store no longer drives it."""
         if hands_back(status) and self._batch_owner != threading.get_ident():
-            self._held.pop(run_id, None)
+            self._tokens.hand_back(run_id)
+
+    def _refused(self, conn: sqlite3.Connection, run_id: str, token: str | None) -> None:
+        """Say why a write of this store's to the run moved nothing: the run is unknown, or
+        another driver has it (then the run is fenced: `LeaseLost`)."""
+        row = conn.execute(
+            "SELECT driver_token, driver_host, driver_pid FROM runs WHERE run_id = ?", (run_id,)
+        ).fetchone()
+        if row is None:
+            raise self._unknown(run_id)
+        if token is not None and row[0] != token:
+            holder = str(Driver(row[1], row[2])) if row[0] else "no process"
+            raise self._tokens.lose(run_id, lost_lease(run_id, holder))
 
     def _append_write(
         self,
@@ -586,6 +613,7 @@ class SQLiteEventStore:
         """The write of one append (see `append`), returning the new last seq."""
         last = expected_seq + len(events)
         in_batch = self._batch_owner == threading.get_ident()
+        token = self._tokens.for_write(run_id)  # a lost run: refused here, before the database
 
         def write(conn: sqlite3.Connection) -> int:
             now = events[-1].recorded_at if events else time.time()
@@ -599,7 +627,6 @@ class SQLiteEventStore:
             if summary is not None:
                 sql += ", " + _SUMMARY_SET
                 params += _summary_row(summary)
-            token = self._held.get(run_id)
             moved = conn.execute(
                 sql + " WHERE run_id = ? AND last_seq = ? AND driver_token IS ?",
                 (*params, run_id, expected_seq, token),
@@ -613,12 +640,12 @@ class SQLiteEventStore:
                 if row is None:
                     raise self._unknown(run_id)
                 if row[1] != token:
-                    self._held.pop(run_id, None)
-                    holder = str(Driver(row[2], row[3])) if row[1] else "no process"
-                    raise ConcurrencyError(
-                        f"Run {run_id!r} is driven by {holder} now, not by this store: it was "
-                        "taken over (resumed with force) or released. Nothing was written."
-                    )
+                    if token is None:  # this store never drove it: someone else does
+                        raise ConcurrencyError(
+                            f"Run {run_id!r} is driven by {Driver(row[2], row[3])}; this store "
+                            "has not claimed it. Nothing was written."
+                        )
+                    self._refused(conn, run_id, token)
                 raise ConcurrencyError(
                     f"Run {run_id!r} is at seq {row[0]}, not {expected_seq}: another "
                     "writer appended first. Nothing was written; reload the run."
@@ -667,7 +694,7 @@ class SQLiteEventStore:
             if row is None:
                 raise self._unknown(run_id)
             now = time.time()
-            refuse_live_driver(run_id, row, self._held.get(run_id), force=force, now=now)
+            refuse_live_driver(run_id, row, self._tokens.get(run_id), force=force, now=now)
             self._drive(conn, run_id, me, token, now)
 
         return write, token
@@ -675,9 +702,10 @@ class SQLiteEventStore:
     def claim_next(
         self, *, kinds: Sequence[str] = ("queued", "ready", "orphaned")
     ) -> RunRecord | None:
-        """Claim the run that can go on with the oldest `updated_at`, in one `BEGIN IMMEDIATE`
-        transaction (so two workers never take the same one), and return its record; None
-        when no run can go on. See `EventStore.claim_next` for the kinds."""
+        """Claim the next run that can go on (orphaned runs first, then ready, then queued; the
+        oldest `updated_at` first within each), in one `BEGIN IMMEDIATE` transaction (so two
+        workers never take the same one), and return its record; None when no run can go on.
+        See `EventStore.claim_next` for the kinds."""
         unknown = [k for k in kinds if k not in CLAIMABLE]
         if unknown:
             raise StoreError(
@@ -690,12 +718,10 @@ class SQLiteEventStore:
             marks = ", ".join("?" * len(waiting))
             where.append(f"(status IN ({marks}) AND (lease_until IS NULL OR lease_until < ?))")
         if "orphaned" in kinds:
-            where.append("(status = 'running' AND lease_until < ?)")
+            where.append("(status = 'running' AND (driver_token IS NULL OR lease_until < ?))")
         if not where:
             return None
-        sql = (
-            f"SELECT run_id FROM runs WHERE {' OR '.join(where)} ORDER BY updated_at, rowid LIMIT 1"
-        )
+        sql = f"SELECT run_id FROM runs WHERE {' OR '.join(where)} ORDER BY {CLAIM_ORDER} LIMIT 1"
 
         def candidates(now: float) -> tuple[Any, ...]:
             """The query's parameters at time `now`, in the order of its clauses."""
@@ -733,7 +759,7 @@ class SQLiteEventStore:
 
     def _hold(self, run_id: str, token: str) -> None:
         """Remember the claim and keep its lease renewed while this store is open."""
-        self._held[run_id] = token
+        self._tokens.hold(run_id, token)
         with self._renewing:
             if self._renewer is None and self.path != ":memory:":
                 self._renewer = threading.Thread(
@@ -779,15 +805,16 @@ class SQLiteEventStore:
             raise self._unusable(e) from e
 
     def release(self, run_id: str) -> None:
-        """Stop driving the run: the catalog no longer names this process (if it still did)."""
-        token = self._held.pop(run_id, None)
+        """Stop driving the run: the catalog no longer names this process (if it still did). A
+        run released while still "running" is interrupted: a worker may take it at once."""
+        token = self._tokens.hand_back(run_id)
         if token is not None:
             self._transaction(self._release_write(run_id, token), f"release run {run_id!r}")
 
     async def release_async(self, run_id: str) -> None:
         """`release` for async code; nothing to wait for when the run is not held (an append
         that handed it back released it already)."""
-        token = self._held.pop(run_id, None)
+        token = self._tokens.hand_back(run_id)
         if token is not None:
             await self._committed(self._release_write(run_id, token), f"release run {run_id!r}")
 
@@ -803,18 +830,20 @@ class SQLiteEventStore:
 
     def _renew(self) -> None:
         """Extend the leases of the runs this store drives."""
-        for run_id, token in list(self._held.items()):
-            try:
-                self._execute(
+        for run_id, token in self._tokens.held():
+
+            def write(conn: sqlite3.Connection, run_id: str = run_id, token: str = token) -> None:
+                renewed = conn.execute(
                     "UPDATE runs SET lease_until = ? WHERE run_id = ? AND driver_token = ?",
                     (time.time() + self.lease, run_id, token),
-                    f"renew the lease of run {run_id!r}",
-                )
-            except StoreError:
-                pass  # tried again at the next round; a lost lease shows at the next append
+                ).rowcount
+                if not renewed and self._tokens.get(run_id) == token:  # still ours, we thought
+                    self._refused(conn, run_id, token)
 
-    def _execute(self, sql: str, args: tuple[Any, ...], what: str) -> None:
-        self._transaction(lambda conn: conn.execute(sql, args), what)
+            try:
+                self._transaction(write, f"renew the lease of run {run_id!r}")
+            except StoreError:
+                pass  # a lost run is fenced now; a failure is tried again at the next round
 
     @property
     def durability(self) -> Durability:

@@ -232,4 +232,5 @@ def copy_prefix(
         info=dict(parent.run.info),
         events=events,
         status="running",
+        claim=True,  # driven from here on: no worker takes it before the branch goes on
     )

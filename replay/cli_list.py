@@ -70,9 +70,14 @@ def select(
         status or "", (status,)
     )
     found: list[RunRecord] = []
-    for one in wanted:
+    for one in wanted:  # interrupted runs are told apart from live ones before the limit
         found += store.runs(
-            status=one, model=model, task=task, since=since, limit=limit, newest_first=True
+            status=one,
+            model=model,
+            task=task,
+            since=since,
+            limit=None if status == "interrupted" else limit,
+            newest_first=True,
         )
     if status == "interrupted":
         found = [r for r in found if r.driver_gone()]

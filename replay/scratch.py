@@ -47,6 +47,7 @@ class ScratchStore:
         events: Sequence[NewEvent] = (),
         status: str | None = None,
         summary: RunSummary | None = None,
+        claim: bool = False,
     ) -> RunRecord:
         if run_id in self._logs:
             raise ConcurrencyError(f"Run {run_id!r} exists already in the scratch store.")

@@ -9,26 +9,35 @@ when a driver died is re-run only if idempotent, and otherwise waits for a human
 
 from __future__ import annotations
 
+import logging
+import random
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 from agentsm import AgentFailed, HumanInputRequired
-from eventstore import EventStore, StoreError
+from eventstore import EventStore, LeaseLost, StoreError
 
 from .resuming import Around, continue_claimed
 from .source import Builder
 
 __all__ = ["Worker", "WorkResult"]
 
-Outcome = Literal["done", "failed", "waiting", "lost", "stopped"]
+Outcome = Literal["done", "failed", "waiting", "lost", "interrupted", "stopped"]
+
+log = logging.getLogger("agentsm.worker")
+
+BACKOFF = (0.1, 10.0)
+"""A worker's first and longest pause after a store error, in seconds (doubled each time)."""
 
 
 @dataclass(frozen=True)
 class WorkResult:
     """What a worker did with one run: how it found it (`claimed`: "queued", "ready" or
-    "orphaned"), how it left it (`outcome`), and the answer or the reason."""
+    "orphaned"), how it left it (`outcome`: "done", "failed", "waiting" for a human, "lost" to
+    another driver that took it, "interrupted" by a store error, to be taken again, or
+    "stopped" because the agent could not go on here), and the answer or the reason."""
 
     run_id: str
     claimed: str
@@ -55,7 +64,8 @@ class Worker:
     longest it sleeps between looks when nothing can go on (it wakes earlier when something
     is recorded); `on_result` is called with each `WorkResult`; `around(engine)`, a context
     manager, wraps each run it drives (`lambda engine: replay.otel.traced(engine)` traces them
-    live).
+    live); `on_error` is called with one line when the store fails between runs (the worker
+    backs off and goes on; by default the line is logged).
     """
 
     def __init__(
@@ -67,6 +77,7 @@ class Worker:
         poll: float = 1.0,
         on_result: Callable[[WorkResult], None] | None = None,
         around: Around | None = None,
+        on_error: Callable[[str], None] | None = None,
     ) -> None:
         if poll <= 0:
             raise ValueError(f"poll must be a positive number of seconds, not {poll!r}.")
@@ -76,6 +87,7 @@ class Worker:
         self.poll = poll
         self.on_result = on_result
         self.around = around
+        self.on_error = on_error or log.warning
 
     def run_once(self) -> WorkResult | None:
         """Claim one run that can go on and drive it; None when no run can go on now."""
@@ -99,12 +111,18 @@ class Worker:
         """Drive runs as they become able to go on, until `stop` is set (checked between
         runs and while idle); returns how many runs it took."""
         stop = stop or threading.Event()
-        taken = 0
+        taken, pause = 0, BACKOFF[0]
         while not stop.is_set():
-            if self.run_once() is not None:
-                taken += 1
-                continue
-            self.store.wait_for_append(self.poll)
+            try:
+                if self.run_once() is not None:
+                    taken += 1
+                else:
+                    self.store.wait_for_append(self.poll)
+                pause = BACKOFF[0]
+            except StoreError as e:  # a blip, or the store is down: say so, wait, go on
+                self.on_error(f"{e} (trying again in {pause:.1f} s)")
+                stop.wait(pause * random.uniform(0.5, 1.0))
+                pause = min(pause * 2, BACKOFF[1])
         return taken
 
     def _drive(self, run_id: str, claimed: str) -> WorkResult:
@@ -119,8 +137,10 @@ class Worker:
             return result("failed", e.error)
         except HumanInputRequired as e:
             return result("waiting", "; ".join(f"{r.call.name}: {r.reason}" for r in e.requests))
-        except StoreError as e:  # taken over (this worker's lease ran out) or the store failed:
-            return result("lost", str(e))  # the log says what happened; leave the run be
+        except LeaseLost as e:  # taken over (this worker stalled past its lease): its driver now
+            return result("lost", str(e))  # has it, and this worker wrote nothing more to it
+        except StoreError as e:  # the store failed: the run stays where its last commit left
+            return result("interrupted", str(e))  # it, released below for any worker to take
         except Exception as e:  # the agent cannot go on here (its builder failed, a handler
             # crashed): take the run out of the queue, so that it does not come straight back
             self._set_aside(run_id)

@@ -135,7 +135,7 @@ def test_a_run_alive_in_a_tool_is_not_resumed_under_it(tmp_path: Path) -> None:
         taken_over = SQLiteEventStore(db, read_only=True).read("run1")
         release.touch()
         _, err = driver.communicate(timeout=60)
-        assert driver.returncode != 0 and "ConcurrencyError" in err
+        assert driver.returncode != 0 and "LeaseLost" in err
         assert SQLiteEventStore(db, read_only=True).read("run1") == taken_over  # its late
         # result was refused: the log holds what the new driver recorded, nothing more
     finally:

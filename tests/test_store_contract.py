@@ -549,7 +549,7 @@ def test_resolve_finds_a_run_by_its_id_or_a_unique_prefix(store: EventStore) -> 
 # -- workers: claim the next run that can go on, wait for appends --------------------------
 
 
-def test_claim_next_takes_queued_ready_and_orphaned_runs_oldest_first(backend: Backend) -> None:
+def test_claim_next_takes_orphaned_then_ready_then_queued_runs(backend: Backend) -> None:
     store = backend.open()
     needs(store, "claim_next")
     claim_next: Any = store.claim_next  # type: ignore[attr-defined]
@@ -568,9 +568,11 @@ def test_claim_next_takes_queued_ready_and_orphaned_runs_oldest_first(backend: B
         "lease_until = ? WHERE run_id = ?",
         (time.time() + 3600, "live"),
     )
-    assert claim_next(kinds=("orphaned",)).run_id == "orphan"
-    taken = [claim_next().run_id, claim_next().run_id]
-    assert taken == ["queued", "ready"] and claim_next() is None
+    assert claim_next(kinds=("queued",)).run_id == "queued"
+    store.release("queued")
+    # the orphan waited least, but its work was under way: it goes first, then the answered run
+    taken = [claim_next().run_id, claim_next().run_id, claim_next().run_id]
+    assert taken == ["orphan", "ready", "queued"] and claim_next() is None
     assert claim_next(kinds=()) is None
     with pytest.raises(StoreError, match="got 'waiting'; the kinds are 'queued', 'ready'"):
         claim_next(kinds=("waiting",))

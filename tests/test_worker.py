@@ -51,38 +51,42 @@ def until(condition: object, what: str, seconds: float = 60) -> None:
         time.sleep(0.02)
 
 
-def test_claim_next_takes_queued_and_ready_runs_oldest_first_and_each_once(log_url: str) -> None:
+def test_claim_next_takes_ready_then_queued_runs_and_each_once(log_url: str) -> None:
     first, second = connect(log_url), connect(log_url)
     assert first.claim_next() is None  # an empty log has nothing to go on with
     for run_id, status in [("q1", "queued"), ("d1", "done"), ("r1", "ready"), ("w1", "waiting")]:
         first.create_run(run_id, "task", events=[ev()], status=status)
-    claimed = first.claim_next()
-    assert claimed is not None and (claimed.run_id, claimed.status) == ("q1", "queued")
+    claimed = first.claim_next()  # a human answered r1: it goes before the queue
+    assert claimed is not None and (claimed.run_id, claimed.status) == ("r1", "ready")
     assert claimed.driver is not None and claimed.lease_until is not None
-    taken = second.claim_next()  # q1 is held: the next one
-    assert taken is not None and taken.run_id == "r1"
+    taken = second.claim_next()  # r1 is held: the next one
+    assert taken is not None and taken.run_id == "q1"
     assert second.claim_next() is None and first.claim_next() is None  # done, waiting: never
-    first.release("q1")
-    again = second.claim_next(kinds=("ready", "queued"))
+    second.release("q1")
+    again = first.claim_next(kinds=("ready", "queued"))
     assert again is not None and again.run_id == "q1"  # released without going on: claimable
     with pytest.raises(StoreError, match="'lost'.*the kinds are 'queued', 'ready', 'orphaned'"):
         first.claim_next(kinds=("lost",))
 
 
-def test_a_running_run_is_orphaned_only_once_its_lease_runs_out(log_url: str) -> None:
+def test_a_running_run_is_orphaned_once_its_lease_runs_out_or_it_is_let_go(log_url: str) -> None:
     dead = connect(log_url, lease=0.5)
-    dead.create_run("o1", "task", events=[ev()], status="running")
-    dead.claim("o1")
+    dead.create_run("o1", "task", events=[ev()], status="running", claim=True)
     live = connect(log_url)
-    live.create_run("gone", "task", events=[ev()], status="running")  # released, no lease:
-    live.claim("gone")  # a run its driver gave back unfinished is for `resume`, not workers
-    live.release("gone")
-    assert live.claim_next(kinds=("queued", "ready")) is None
+    live.create_run("gone", "task", events=[ev()], status="running", claim=True)
+    assert live.claim_next() is None  # both are driven, under live leases
+    live.release("gone")  # let go unfinished (a store error stopped it): nothing strands it
+    assert live.run("gone").shown_status == "interrupted"
+    taken = live.claim_next(kinds=("queued", "ready"))
+    assert taken is None  # it is no queued run, but an orphan, which a worker takes at once:
+    taken = live.claim_next(kinds=("orphaned",))
+    assert taken is not None and taken.run_id == "gone"
+    assert live.claim_next() is None  # o1's lease is still renewed
     dead.close()  # its lease is no longer renewed: the driver is as good as dead
     until(lambda: live.claim_next(kinds=("orphaned",)) is not None, "the lease to run out")
     record = live.run("o1")
     assert record.driver is not None and record.status == "running"
-    with pytest.raises(StoreError, match="taken over"):
+    with pytest.raises(StoreError, match="has not claimed it"):
         connect(log_url).append("o1", 1, [ev()])  # nobody else writes to it now
     assert live.append("o1", 1, [ev("B")]) == 2
     assert live.claim_next() is None
