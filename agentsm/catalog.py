@@ -8,8 +8,9 @@ folded once by `backfill`, which the command line runs when it opens a log it ma
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Protocol, runtime_checkable
 
-from eventstore import EventStore, RunSummary, SQLiteEventStore, StoreError
+from eventstore import EventStore, RunSummary, StoreError
 from eventstore.records import SUMMARY_TEXT
 
 from . import facts as f
@@ -75,12 +76,25 @@ def summary_of_facts(facts: Iterable[Fact]) -> RunSummary:
     return summary_of(fold(recorded), models[-1] if models else None)
 
 
+@runtime_checkable
+class _Summarized(Protocol):
+    """A store whose catalog says which runs have no summary and takes one (SQLite and
+    PostgreSQL)."""
+
+    read_only: bool
+
+    def unsummarized(self) -> list[str]: ...
+
+    def set_summary(self, run_id: str, summary: RunSummary) -> None: ...
+
+
 def backfill(store: EventStore) -> int:
-    """Fold, once, every run of a SQLite log that has facts but no summary in the catalog
-    (logged by an older release, or imported), write its summary, and return how many were
-    written. A run whose facts cannot be decoded gets an empty summary (it is not tried again;
-    `agentsm show` names what cannot be read)."""
-    if not isinstance(store, SQLiteEventStore) or store.read_only:
+    """Fold, once, every run of a log (SQLite or PostgreSQL) that has facts but no summary in
+    the catalog (logged by an older release, or imported), write its summary, and return how
+    many were written. A run whose facts cannot be decoded gets an empty summary (it is not
+    tried again; `agentsm show` names what cannot be read). A store opened read-only, or one
+    with no catalog to fill (a scratch store), is left as it is."""
+    if not isinstance(store, _Summarized) or store.read_only:
         return 0
     written = 0
     for run_id in store.unsummarized():

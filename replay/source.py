@@ -47,25 +47,24 @@ def open_store(
 ) -> EventStore:
     """The store itself, or the log at that path or URL (`eventstore.open_store`): an existing
     one only unless `create`; `read_only` opens it so that nothing can be written to it;
-    `options` go to the store (`lease`, `busy_timeout`, ...). A SQLite log from an older
-    release (runs without a catalog summary) that the user may write is migrated and its
-    summaries back-filled once (`agentsm.catalog.backfill`), so that listings never fold a
-    run; an up-to-date log opened `read_only` is never written."""
+    `options` go to the store (`lease`, `busy_timeout`, ...). A log with runs that have no
+    catalog summary (from an older release, or imported by one) that the user may write gets
+    them back-filled once (`agentsm.catalog.backfill`; a SQLite log is migrated first), so that
+    listings never fold a run; an up-to-date log opened `read_only` is never written (a
+    PostgreSQL log opened `read_only` never is)."""
     if not isinstance(db, str | Path):
         return db
     store = eventstore.open_store(db, create=create, read_only=read_only, **options)
-    if not isinstance(store, SQLiteEventStore) or not store.unsummarized():
-        return store  # a PostgreSQL log was made by a release that keeps summaries
+    if not isinstance(store, SQLiteEventStore):
+        return _backfilled(store)  # nothing to do where it is read-only
+    if not store.unsummarized():
+        return store
     if read_only and not can_write(Path(store.path)):
         return store
     if read_only:
         store.close()
         store = SQLiteEventStore(store.path, create=False, **options)
-    try:
-        backfill(store)
-    except BaseException:
-        store.close()
-        raise
+    _backfilled(store)
     if not read_only:
         return store
     store.close()
@@ -83,6 +82,16 @@ def opened(db: StoreLike, **options: Any) -> Iterator[EventStore]:
     finally:
         if store is not db:
             store.close()
+
+
+def _backfilled(store: EventStore) -> EventStore:
+    """The store, its runs without a catalog summary folded once; closed if that fails."""
+    try:
+        backfill(store)
+    except BaseException:
+        store.close()
+        raise
+    return store
 
 
 def can_write(path: str | Path) -> bool:

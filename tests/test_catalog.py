@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,10 @@ from eventstore import (
     SQLiteEventStore,
     UnknownRun,
 )
+from replay.copying import copy_runs
 from replay.source import open_store
+from replay.transfer import export_run, import_runs
+from tests.backends import Backend
 from tests.scenarios import SCENARIOS
 
 LEGACY = Path(__file__).parent / "fixtures" / "legacy"
@@ -218,3 +222,57 @@ def test_a_commit_that_changes_nothing_the_catalog_shows_writes_no_summary(
         SCENARIOS["max_steps"]().store(store).build().run()
     assert None in store.sent and any(s is not None for s in store.sent)
     assert store.run(store.runs()[0].run_id).summary == folded(store, store.runs()[0].run_id)
+
+
+def log_without_summaries(path: Path) -> tuple[str, RunSummary]:
+    """A log whose catalog keeps no summary of its one run (as an older release's), and the
+    summary that run's facts fold to."""
+    with SQLiteEventStore(path) as store:
+        engine = SCENARIOS["parallel"]().store(store).build()
+        engine.run()
+        summary = store.run(engine.run_id).summary
+    with closing(sqlite3.connect(path)) as conn, conn:
+        conn.execute(
+            "UPDATE runs SET steps = NULL, input_tokens = NULL, output_tokens = NULL, "
+            "cost = NULL, model = NULL, answer = NULL, error = NULL"
+        )
+    return engine.run_id, summary
+
+
+@pytest.mark.parametrize("how", ["import", "copy"])
+def test_runs_brought_without_summaries_are_back_filled_on_every_backend(
+    backend: Backend, how: str, tmp_path: Path
+) -> None:
+    run_id, summary = log_without_summaries(tmp_path / "old.db")
+    assert summary.steps and summary.tokens and summary.answer  # what the listing should show
+    with SQLiteEventStore(tmp_path / "old.db", create=False) as old:
+        assert old.run(run_id).summary == RunSummary() and old.unsummarized() == [run_id]
+        store = backend.open()
+        if how == "import":
+            lines = list(export_run(old, run_id))
+            assert "summary" not in json.loads(lines[0])  # the export has none to give
+            import_runs(store, lines)
+        else:
+            copy_runs(old, store)
+    listed = {r.run_id: r.summary for r in store.runs()}
+    assert listed[run_id] == summary
+    assert store.unsummarized() == []  # type: ignore[attr-defined]
+
+
+def test_a_log_opened_for_writing_back_fills_what_it_lacks_on_every_backend(
+    backend: Backend, tmp_path: Path
+) -> None:
+    if not backend.shared:
+        pytest.skip("SQLite in memory is one store: nothing reopens it")
+    run_id, summary = log_without_summaries(tmp_path / "old.db")
+    with SQLiteEventStore(tmp_path / "old.db", create=False) as old:
+        lines = list(export_run(old, run_id))
+    store = backend.open()
+    import_runs(store, lines)
+    backend.execute("UPDATE runs SET steps = NULL")  # imported by a release that left it so
+    assert store.run(run_id).summary == RunSummary()
+    if backend.name == "postgresql":  # read-only, it writes nothing (SQLite's may: open_store)
+        with closing(open_store(backend.url, read_only=True)) as reader:
+            assert reader.run(run_id).summary == RunSummary()
+    with closing(open_store(backend.url)) as writer:
+        assert writer.run(run_id).summary == summary
