@@ -6,7 +6,8 @@ Spans are made from the facts of the log, so a run gives the same spans live
 (`traced(engine)`) and after the fact (`export_spans(store, run_id)`), at the times the facts
 were recorded. Message content (answers, tool arguments and results, the system prompt) goes
 into spans only with `capture_content=True`; it is the recorded text, which redaction hooks
-have already rewritten, so a redacted value never reaches a span.
+have already rewritten, so a redacted value never reaches a span. Without it a span holds no
+recorded text at all: a failure's status and events name its error class only.
 """
 
 from __future__ import annotations
@@ -108,7 +109,8 @@ class RunSpans:
             self._end_chat(at)
         elif isinstance(fact, f.LlmFailed) and self._chat is not None:
             self._chat.set_attribute("error.type", fact.error_type)
-            self._chat.set_status(Status(StatusCode.ERROR, f"{fact.error_type}: {fact.message}"))
+            said = self._said(fact.error_type, f"{fact.error_type}: {fact.message}")
+            self._chat.set_status(Status(StatusCode.ERROR, said))
             self._end_chat(at)
         elif isinstance(fact, f.ToolCallStarted) and fact.call is not None:
             self._abandon(at, fact.call)  # started again: the earlier attempt was cut short
@@ -119,19 +121,21 @@ class RunSpans:
             self._executed(fact, at)
         elif isinstance(fact, f.RunFinished):
             if fact.status == "failed":
-                self._error = ("RunFailed", fact.error or "the run failed")
+                self._error = ("RunFailed", self._said("RunFailed", fact.error or "the run failed"))
             elif self.capture_content and fact.final_answer is not None:
                 agent.set_attribute("agentsm.final_answer", fact.final_answer)
             self.close(timestamp, status=fact.status)
         elif isinstance(fact, f.RunAborted):  # it stops here, unless it is resumed later
             self._end_chat(at)
             self._abandon(at)
-            agent.add_event(
-                "agentsm.run.aborted",
-                {"error.type": fact.error_type, "message": fact.message},
-                timestamp=at,
+            details: dict[str, Any] = {"error.type": fact.error_type}
+            if self.capture_content:
+                details["message"] = fact.message
+            agent.add_event("agentsm.run.aborted", details, timestamp=at)
+            self._error = (
+                fact.error_type,
+                self._said(fact.error_type, f"{fact.error_type}: {fact.message}"),
             )
-            self._error = (fact.error_type, f"{fact.error_type}: {fact.message}")
 
     def close(self, timestamp: float | None = None, *, status: str | None = None) -> None:
         """End every open span at `timestamp` (default: now); `status` is the run's, as the
@@ -152,6 +156,11 @@ class RunSpans:
         self._agent.end(end_time=at)
 
     # -- the spans ----------------------------------------------------------------------------
+
+    def _said(self, error_type: str, text: str) -> str:
+        """A failure's status description: its class, and the recorded text only when content
+        is captured (an error message may quote a task, an argument or a result)."""
+        return text if self.capture_content else error_type
 
     def _common(self, operation: str) -> dict[str, Any]:
         attributes: dict[str, Any] = {
@@ -247,8 +256,9 @@ class RunSpans:
         if self.capture_content:
             span.set_attribute("gen_ai.tool.call.result", fact.observation)
         if not fact.success:
-            span.set_attribute("error.type", fact.error_type or "ToolFailed")
-            span.set_status(Status(StatusCode.ERROR, fact.observation[:500]))
+            error = fact.error_type or "ToolFailed"
+            span.set_attribute("error.type", error)
+            span.set_status(Status(StatusCode.ERROR, self._said(error, fact.observation[:500])))
         span.end(end_time=at)
 
     def __repr__(self) -> str:

@@ -186,6 +186,11 @@ def test_a_failed_run_and_a_failed_llm_call_are_errors(
     )
     assert (chat.attributes or {})["error.type"] == "LlmScriptExhausted"
     assert run.status.status_code == StatusCode.ERROR
+    assert (chat.status.description, run.status.description) == ("LlmScriptExhausted", "RunFailed")
+    exporter.clear()  # the recorded text (the error message) only with content captured
+    export_spans(engine.store, engine.run_id, tracer_provider=provider, capture_content=True)
+    chat, run = exporter.get_finished_spans()
+    assert "no more programmed responses" in str(chat.status.description)
     assert "no more programmed responses" in str(run.status.description)
 
 
