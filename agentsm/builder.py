@@ -310,9 +310,10 @@ class AgentBuilder:
 
     def redact(self, *hooks: Hook, name: str | None = None) -> AgentBuilder:
         """Keep secrets and personal data out of the log: each hook (a regular expression, whose
-        matches become `[REDACTED]`, or a function `text -> text`) rewrites the free text of
-        every fact before it is recorded. The run records the hooks' labels (`name`, a
-        function's name, or `pattern N`), never the patterns; tools still get real arguments."""
+        matches become `[REDACTED]`, or a function `text -> text`) rewrites every string of
+        every fact before it is recorded (its sub-agents' runs too). The run records the hooks'
+        labels (`name`, a function's name, or `pattern N`), never the patterns; tools still get
+        real arguments."""
         for hook in hooks:
             if isinstance(hook, str):
                 try:
@@ -460,6 +461,10 @@ class AgentBuilder:
             update["models"] = {**self._config.models, **self._models}
         return self._config.model_copy(update=update) if update else self._config
 
+    def build_redactor(self) -> Redactor:
+        """The redaction hooks every fact of the agent's runs passes through (see `redact`)."""
+        return Redactor.of(self._redactions)
+
     def build_table(self) -> TransitionTable:
         """The transition table the agent runs, without building it: no LLM is needed and no
         MCP server is contacted (for pictures of the agent)."""
@@ -470,7 +475,7 @@ class AgentBuilder:
         servers' tool lists are read now)."""
         tools, servers = resolve_tools(self._tools, self._mcp, self._mcp_recorded)
         llm, table, handlers, store = self._parts(tools)
-        redactor = Redactor.of(self._redactions)
+        redactor = self.build_redactor()
         defaults = default_handlers()
         definition = f.RunStarted(
             task=self._task,
@@ -535,7 +540,7 @@ class AgentBuilder:
             approval=self._approval,
             clock=self._clock,
             tool_runner=self._tool_runner,
-            redactor=Redactor.of(self._redactions),
+            redactor=self.build_redactor(),
             patches=self._patches,
             values=self._values,
         )

@@ -100,7 +100,7 @@ class SubAgentTool(Tool):
 
     def builder_for(self, task: str) -> AgentBuilder:
         """The child's builder for `task`: a copy of the child builder with this task, or what
-        the child function returns for it."""
+        the child function returns for it; either way under the parent's redaction hooks."""
         from .builder import AgentBuilder
 
         if isinstance(self.child, AgentBuilder):
@@ -109,7 +109,7 @@ class SubAgentTool(Tool):
             made._tools = ToolRegistry()  # its own sub-agents run in the copy's store
             for item in self.child.tools:
                 made._tools.add(item.bound_to(made) if isinstance(item, SubAgentTool) else item)
-            return made
+            return self._redacting(made)
         made = self.child(task)
         if not isinstance(made, AgentBuilder):
             raise BuildError(
@@ -121,6 +121,14 @@ class SubAgentTool(Tool):
                 f"The child of sub-agent {self.name!r} has no LLM; give the builder it returns "
                 "one with .llm(...) (the child runs with its own LLM, prompt, tools and limits)."
             )
+        return self._redacting(made)
+
+    def _redacting(self, made: AgentBuilder) -> AgentBuilder:
+        """`made` with the parent's redaction hooks before its own: the child's task and
+        answer are the parent's call and result, and its log may hold no more than the
+        parent's (the child's run records their labels too)."""
+        own = list(made._redactions)
+        made._redactions = [h for h in self.parent._redactions if h not in own] + own
         return made
 
     def bound_to(self, parent: AgentBuilder) -> SubAgentTool:

@@ -170,21 +170,35 @@ async def _best_of(
     ]
     start = judgement_start(definition, base, chosen)
     return await judge_candidates(
-        store, start, parent.run_id, point, candidates, chosen, judgement_id=judgement_id
+        store,
+        start,
+        parent.run_id,
+        point,
+        candidates,
+        chosen,
+        judgement_id=judgement_id,
+        redactor=agent(definition.task).build_redactor() if agent is not None else None,
     )
 
 
 def judge_again(
-    db: StoreLike, judgement_id: str, judge: Judge, *, new_judgement_id: str | None = None
+    db: StoreLike,
+    judgement_id: str,
+    judge: Judge,
+    *,
+    new_judgement_id: str | None = None,
+    builder: Builder | None = None,
 ) -> BestOf:
     """Judge a recorded judgement's candidates again with another judge, as a new judgement
-    run (the first stays as it was recorded)."""
+    run (the first stays as it was recorded); its facts pass the redaction hooks of
+    `builder`'s agent, when given (what it reads of the log is redacted already)."""
     with opened(db) as store:
         earlier = load_best_of(store, judgement_id)
         chosen = as_judge(judge)
         parent = Recording.load(store, earlier.parent_id)
         config = memory_at(store, parent.run_id, earlier.at)[0].config
         start = judgement_start(parent.definition, config, chosen)
+        agent = agent_of(store, parent.definition, builder) if builder is not None else None
         return run_sync(
             judge_candidates(
                 store,
@@ -194,6 +208,7 @@ def judge_again(
                 earlier.candidates,
                 chosen,
                 judgement_id=new_judgement_id,
+                redactor=agent(parent.definition.task).build_redactor() if agent else None,
             )
         )
 

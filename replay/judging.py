@@ -29,6 +29,7 @@ from agentsm.facts import FACTS, JUDGING, Candidate
 from agentsm.llm.base import llm_settings
 from agentsm.memory import fold, initial_memory
 from agentsm.recorder import encode_meta
+from agentsm.redaction import Redactor
 from agentsm.trace import TraceEntry, read_events
 from eventstore import EventStore, NewEvent
 
@@ -56,12 +57,25 @@ PickOutcome = TypeVar("PickOutcome", bound=f.Fact)
 
 
 class _Writer:
-    """Appends a judgement's facts to its run: created with the first ones, status running."""
+    """Appends a judgement's facts to its run: created with the first ones, status running;
+    each fact through the parent agent's redaction hooks first, as an agent's are."""
 
-    def __init__(self, store: EventStore, run_id: str, clock: Callable[[], float]) -> None:
+    def __init__(
+        self,
+        store: EventStore,
+        run_id: str,
+        clock: Callable[[], float],
+        redactor: Redactor | None = None,
+    ) -> None:
         self.store, self.run_id, self.clock = store, run_id, clock
+        self.redactor = redactor
         self.facts: list[f.Fact] = []
         self.seq = 0
+
+    def _redacted(self, facts: Sequence[f.Fact]) -> list[f.Fact]:
+        if not self.redactor:
+            return list(facts)
+        return [self.redactor.fact(x) for x in facts]
 
     def _events(self, facts: Sequence[f.Fact]) -> list[NewEvent]:
         return [
@@ -76,6 +90,7 @@ class _Writer:
         ]
 
     def create(self, facts: Sequence[f.Fact], *, parent_id: str, at: int) -> None:
+        facts = self._redacted(facts)
         self.facts = list(facts)
         self.store.create_run(
             self.run_id,
@@ -91,6 +106,7 @@ class _Writer:
         self.seq = len(facts)
 
     def append(self, facts: Sequence[f.Fact], status: str) -> None:
+        facts = self._redacted(facts)
         self.facts += facts
         self.seq = self.store.append(
             self.run_id,
@@ -140,15 +156,17 @@ async def judge_candidates(
     name: str | None = None,
     judgement_id: str | None = None,
     clock: Callable[[], float] = time.time,
+    redactor: Redactor | None = None,
 ) -> BestOf:
     """Record a judgement of `candidates` (branches of `parent_id` at seq `at`) as a run of
     its own, starting with `started` (see `judgement_start`), and return it. A judge whose
     choice is refused (a candidate that did not finish, one there is not, an answer naming
     none, a judge that failed) raises `ChoiceRefused`, the judgement recorded first and given
-    as `.result`. When no candidate finished, no judge is asked and there is no pick."""
+    as `.result`. When no candidate finished, no judge is asked and there is no pick. Every
+    fact passes `redactor` (the parent agent's hooks, `AgentBuilder.build_redactor`) first."""
     candidates = tuple(candidates)
     llm_judge = judge if isinstance(judge, LlmJudge) else None
-    writer = _Writer(store, judgement_id or uuid.uuid4().hex[:12], clock)
+    writer = _Writer(store, judgement_id or uuid.uuid4().hex[:12], clock, redactor)
     gathered = f.CandidatesGathered(
         parent_id=parent_id,
         parent_seq=at,
@@ -166,6 +184,8 @@ async def judge_candidates(
         )
         first.append(asked)
     writer.create(first, parent_id=parent_id, at=at)  # committed before the judge is asked
+    if asked is not None and isinstance(writer.facts[-1], f.JudgeAsked):
+        asked = writer.facts[-1]  # the judge is sent the prompt as recorded
     later: list[f.Fact] = []
     outcome: f.CandidatePicked | f.PickRefused
     try:
