@@ -208,13 +208,16 @@ class ToolSchema(_Frozen):
 
 class ApprovalRequest(_Frozen):
     """A tool call waiting for a human decision; `index` is its position among the step's
-    planned calls, which names it even when the LLM gave two calls the same id."""
+    planned calls, which names it even when the LLM gave two calls the same id. For a call that
+    started and never reported, `idempotency_key` is the key its effect was made with (the
+    tool's `ToolContext.idempotency_key`): look it up at the other end to see if it happened."""
 
     run_id: str
     step: int
     call: ToolCall
     reason: str = "tool requires approval"
     index: int = 0
+    idempotency_key: str = ""
 
 
 class AgentConfig(_Frozen):

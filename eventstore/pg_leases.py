@@ -94,8 +94,11 @@ class Leases:
         self._db.transact(f"claim run {run_id!r}", take)
         self.hold(run_id, token)
 
-    def claim_next(self, kinds: Sequence[str]) -> str | None:
-        """See `PostgresEventStore.claim_next`: the id of the run claimed, or None."""
+    def claim_next(
+        self, kinds: Sequence[str]
+    ) -> tuple[str, tuple[Driver, float | None] | None] | None:
+        """See `PostgresEventStore.claim_next`: the id of the run claimed and the driver it was
+        taken from with its lease's end (if any), or None."""
         unknown = [k for k in kinds if k not in CLAIMABLE]
         if unknown:
             raise StoreError(
@@ -109,21 +112,22 @@ class Leases:
         token = uuid.uuid4().hex
         now = time.time()
 
-        def take(conn: Conn) -> str | None:
+        def take(conn: Conn) -> tuple[str, tuple[Driver, float | None] | None] | None:
             row = conn.execute(
-                f"SELECT run_id FROM runs WHERE {where} ORDER BY {CLAIM_ORDER} "
-                "LIMIT 1 FOR UPDATE SKIP LOCKED".encode(),
+                "SELECT run_id, driver_host, driver_pid, driver_started, lease_until FROM runs "
+                f"WHERE {where} ORDER BY {CLAIM_ORDER} LIMIT 1 FOR UPDATE SKIP LOCKED".encode(),
                 {"now": now},
             ).fetchone()
             if row is None:
                 return None
             conn.execute(_TAKE, (me.host, me.pid, me.started, token, now + self.lease, row[0]))
-            return str(row[0])
+            previous = (Driver(row[1], row[2], row[3] or ""), row[4]) if row[1] else None
+            return str(row[0]), previous
 
-        run_id = self._db.transact("claim the next run", take)
-        if run_id is not None:
-            self.hold(run_id, token)
-        return run_id
+        taken = self._db.transact("claim the next run", take)
+        if taken is not None:
+            self.hold(taken[0], token)
+        return taken
 
     def hold(self, run_id: str, token: str) -> None:
         """A claim of this store's was committed: keep its lease renewed."""

@@ -3,6 +3,7 @@ writers on many hosts (psycopg 3 with a connection pool; append-only by trigger)
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import functools
 import json
@@ -590,8 +591,10 @@ class PostgresEventStore:
         when there is none): "queued" (submitted to run later), "ready" (a human decision has
         arrived) and "orphaned" (running, but its driver's lease has run out). Concurrent
         callers never get the same run (`FOR UPDATE SKIP LOCKED`)."""
-        run_id = self._leases.claim_next(kinds)
-        return None if run_id is None else self.run(run_id)
+        taken = self._leases.claim_next(kinds)
+        if taken is None:
+            return None
+        return dataclasses.replace(self.run(taken[0]), previous=taken[1])
 
     def release(self, run_id: str) -> None:
         """Stop driving the run: the catalog no longer names this process (if it still did)."""

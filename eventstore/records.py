@@ -90,6 +90,9 @@ class RunRecord:
     driver: Driver | None = None
     lease_until: float | None = None
     summary: RunSummary = RunSummary()
+    previous: tuple[Driver, float | None] | None = None
+    """On a record `claim_next` returns: the driver the run was taken from and its lease's end
+    (None: nobody drove it), so that the new driver knows what may still be under way there."""
 
     def driver_gone(self) -> bool:
         """Whether the run says "running" but no process drives it (its driver was killed, its

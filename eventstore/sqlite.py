@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import dataclasses
 import difflib
 import json
 import sqlite3
@@ -721,7 +722,10 @@ class SQLiteEventStore:
             where.append("(status = 'running' AND (driver_token IS NULL OR lease_until < ?))")
         if not where:
             return None
-        sql = f"SELECT run_id FROM runs WHERE {' OR '.join(where)} ORDER BY {CLAIM_ORDER} LIMIT 1"
+        sql = (
+            "SELECT run_id, driver_host, driver_pid, driver_started, lease_until FROM runs "
+            f"WHERE {' OR '.join(where)} ORDER BY {CLAIM_ORDER} LIMIT 1"
+        )
 
         def candidates(now: float) -> tuple[Any, ...]:
             """The query's parameters at time `now`, in the order of its clauses."""
@@ -732,20 +736,22 @@ class SQLiteEventStore:
             return None  # idle workers polling do not hold writers up
         me = Driver.current()
         token = uuid.uuid4().hex
-        found: list[str] = []
+        found: list[tuple[Any, ...]] = []
 
         def write(conn: sqlite3.Connection) -> None:
             now = time.time()
             row = conn.execute(sql, candidates(now)).fetchone()
             if row is not None:
                 self._drive(conn, row[0], me, token, now)
-                found.append(row[0])
+                found.append(row)
 
         self._transaction(write, "claim the next run that can go on")
         if not found:
             return None
-        self._hold(found[0], token)
-        return self.run(found[0])
+        run_id, host, pid, started, until = found[0]
+        self._hold(run_id, token)
+        previous = (Driver(host, pid, started or ""), until) if host else None
+        return dataclasses.replace(self.run(run_id), previous=previous)
 
     def _drive(
         self, conn: sqlite3.Connection, run_id: str, me: Driver, token: str, now: float

@@ -101,6 +101,7 @@ class _Writer:
             created_at=self.clock(),
             events=self._events(facts),
             status="running",
+            claim=True,  # driven from here: no worker takes it while it is judged
             summary=summary_of(fold(self.facts)),
         )
         self.seq = len(facts)

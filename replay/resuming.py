@@ -9,13 +9,13 @@ from typing import Any, Literal
 
 from agentsm import AgentEngine, AgentFailed, State
 from agentsm import facts as f
-from agentsm.memory import fold_with_state
+from agentsm.memory import AgentMemory, fold_with_state
 from agentsm.recorder import Recorder
 from agentsm.states.waiting import approval_requests
 from agentsm.subagent import with_waiting_children
 from agentsm.tools import Tool, ToolRegistry
 from agentsm.types import ApprovalRequest
-from eventstore import EventStore
+from eventstore import Driver, EventStore
 
 from .branching import judged
 from .errors import BestOfError
@@ -37,22 +37,42 @@ def resume_run(db: StoreLike, run_id: str, builder: Builder, *, force: bool = Fa
     was running then is re-run if idempotent, and otherwise waits for a human to say whether it
     took effect. A finished run returns its answer (or raises AgentFailed) without running.
     A run that another live process drives is refused (`RunInUse`, naming its host and pid)
-    unless `force`; the superseded process can then append nothing more.
+    unless `force`; the superseded process can then append nothing more, and a call it had
+    under way is asked about only once its lease and the call's timeout have run out (see
+    `continue_claimed`).
     """
     with opened(db) as store:
         run_id = resolve_run(store, run_id)
+        before = store.run(run_id)
         store.claim(run_id, force=force)  # before reading: the log cannot move on under us
         try:
-            return continue_claimed(store, run_id, builder)
+            previous = (before.driver, before.lease_until) if before.driver else None
+            return continue_claimed(store, run_id, builder, previous=previous)
         finally:
             store.release(run_id)  # whatever happened: a failed resume does not keep the run
 
 
 def continue_claimed(
-    store: EventStore, run_id: str, builder: Builder, *, around: Around | None = None
+    store: EventStore,
+    run_id: str,
+    builder: Builder,
+    *,
+    around: Around | None = None,
+    previous: tuple[Driver, float | None] | None = None,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> str:
     """`resume_run` of a run this store has claimed already (a worker's); the claim is kept.
-    `around(engine)`, a context manager, is entered while the engine runs (live tracing)."""
+    `around(engine)`, a context manager, is entered while the engine runs (live tracing).
+
+    A call that is not idempotent and was under way when the run's previous driver (`previous`:
+    the process and the end of its lease, as the catalog named them before this claim) stopped
+    may still be running there, if that process lives (stalled, or on another host): before
+    the question "did it take effect?" is put, this waits (`sleep`, holding the claim) until
+    that driver's lease has run out and, where the call has a timeout
+    (`AgentConfig.tool_timeout`), until its start plus the timeout has passed. No wait when the
+    driver is known to be dead or let the run go. A process frozen inside a tool can still
+    finish it when it thaws (fencing stops its writes, not its effects): the call's idempotency
+    key, named in the question, lets the service at the other end refuse it twice."""
     recording = Recording.load(store, run_id)
     memory, state = fold_with_state(e.fact for e in recording.entries)
     if judged(recording):  # a best-of judgement: no agent to continue
@@ -69,8 +89,36 @@ def continue_claimed(
         raise AgentFailed(memory.error or "Unknown error", recording.run_id)
     agent = agent_of(store, recording.definition, builder)
     engine = agent(recording.definition.task).store(store).attach(recording.run_id)
+    settled = _settled_at(recording, memory, engine.tools, previous)
+    if settled > time.time():
+        sleep(settled - time.time())
     with around(engine) if around is not None else nullcontext():
         return engine.run()
+
+
+def _settled_at(
+    recording: Recording,
+    memory: AgentMemory,
+    tools: ToolRegistry,
+    previous: tuple[Driver, float | None] | None,
+) -> float:
+    """When the calls the previous driver left under way, not idempotent and not asked about
+    yet, can no longer be running there (0: none is, or that driver is gone)."""
+    if previous is None or previous[0].alive() is False or memory.awaiting:
+        return 0.0  # let go, or dead: nothing runs there; or asked already
+    unsure = [
+        i
+        for i in memory.interrupted()
+        if not getattr(tools.get(memory.planned_calls[i].name), "idempotent", False)
+    ]
+    if not unsure:
+        return 0.0
+    settled = previous[1] or 0.0
+    timeout = memory.config.tool_timeout
+    if timeout is not None:
+        started = [e.timestamp for e in recording.entries if isinstance(e.fact, f.ToolCallStarted)]
+        settled = max(settled, (started[-1] if started else 0.0) + timeout)
+    return settled
 
 
 def pending_requests(db: StoreLike, run_id: str) -> list[ApprovalRequest]:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from agentsm import AgentFailed, HumanInputRequired
-from eventstore import EventStore, LeaseLost, StoreError
+from eventstore import EventStore, LeaseLost, RunRecord, StoreError
 
 from .resuming import Around, continue_claimed
 from .source import Builder
@@ -95,7 +95,7 @@ class Worker:
         if record is None:
             return None
         claimed = _KIND_OF_STATUS.get(record.status, record.status)
-        result = self._drive(record.run_id, claimed)
+        result = self._drive(record, claimed)
         if self.on_result is not None:
             self.on_result(result)
         return result
@@ -125,14 +125,17 @@ class Worker:
                 pause = min(pause * 2, BACKOFF[1])
         return taken
 
-    def _drive(self, run_id: str, claimed: str) -> WorkResult:
+    def _drive(self, record: RunRecord, claimed: str) -> WorkResult:
+        run_id = record.run_id
+
         def result(outcome: Outcome, detail: str) -> WorkResult:
             return WorkResult(run_id, claimed, outcome, detail)
 
         try:
-            return result(
-                "done", continue_claimed(self.store, run_id, self.builder, around=self.around)
+            answer = continue_claimed(
+                self.store, run_id, self.builder, around=self.around, previous=record.previous
             )
+            return result("done", answer)
         except AgentFailed as e:
             return result("failed", e.error)
         except HumanInputRequired as e:

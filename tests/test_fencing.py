@@ -4,6 +4,9 @@ server closes are replaced and the work goes on; workers outlive store errors.""
 
 from __future__ import annotations
 
+import socket
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -12,8 +15,9 @@ from typing import Any
 import psycopg
 import pytest
 
-from agentsm import AgentBuilder, LlmResponse, tool
+from agentsm import AgentBuilder, AgentConfig, HumanInputRequired, LlmResponse, tool
 from eventstore import (
+    Driver,
     EventStore,
     LeaseLost,
     NewEvent,
@@ -21,6 +25,7 @@ from eventstore import (
     open_store,
 )
 from replay import replay_run, resume_run
+from replay.resuming import continue_claimed
 from replay.worker import Worker
 
 from .backends import Backend, require_postgres, with_schema
@@ -315,3 +320,71 @@ def test_a_worker_backs_off_and_goes_on_after_store_errors(backend: Backend) -> 
     assert not runner.is_alive()
     assert len(said) == 3 and all("connection was lost" in s and "trying again" in s for s in said)
     assert [(r.run_id, r.outcome) for r in results] == [(run_id, "done")]
+
+
+# -- fenced effects: "did it take effect?" is asked once the old driver cannot be running it ------
+
+
+class Crash(BaseException):
+    """A tool runner's stand-in for a process that stops inside a call (the call stays open)."""
+
+
+def in_flight_run(store: EventStore, timeout: float | None) -> None:
+    """Record run1 up to a payment that started and never reported."""
+
+    async def crashing(call: Any) -> Any:
+        raise Crash
+
+    engine = (
+        payer()("Pay everyone")
+        .config(AgentConfig(tool_timeout=timeout))
+        .store(store)
+        .run_id("run1")
+        .tool_runner(crashing)
+        .build()
+    )
+    with pytest.raises(Crash):
+        engine.run()
+
+
+def test_the_question_waits_for_the_old_drivers_lease_and_the_calls_timeout(
+    backend: Backend,
+) -> None:
+    store = backend.open()
+    in_flight_run(store, timeout=40.0)
+    stalled = backend.open(lease=20.0)  # the driver that stalled in the call: alive, its lease on
+    stalled.claim("run1")
+    started = [e for e in store.read("run1") if e.kind == "ToolCallStarted"][-1].recorded_at
+    mine = backend.open()
+    before = mine.run("run1")
+    mine.claim("run1", force=True)
+    slept: list[float] = []
+    with pytest.raises(HumanInputRequired) as asked:
+        continue_claimed(
+            mine, "run1", payer(), previous=(before.driver, before.lease_until), sleep=slept.append
+        )
+    assert len(slept) == 1 and started + 40.0 - time.time() <= slept[0] <= started + 40.0 + 1
+    assert before.lease_until is not None and before.lease_until < started + 40.0
+    request = asked.value.requests[0]
+    assert request.idempotency_key == "run1-1-0" and "run1-1-0" in request.reason
+    assert request.call.args == {"to": "p0"}
+    assert "did it take effect" in request.reason
+
+
+def test_no_wait_when_the_old_driver_is_dead_or_let_the_run_go(backend: Backend) -> None:
+    store = backend.open()
+    in_flight_run(store, timeout=40.0)
+    script = "from eventstore import Driver; d = Driver.current(); print(d.pid, d.started)"
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    )
+    pid, started = done.stdout.split()
+    dead = Driver(socket.gethostname(), int(pid), started)
+    for previous in [(dead, time.time() + 30), None]:
+        mine = backend.open()
+        mine.claim("run1", force=True)
+        slept: list[float] = []
+        with pytest.raises(HumanInputRequired):
+            continue_claimed(mine, "run1", payer(), previous=previous, sleep=slept.append)
+        assert slept == []
+        mine.release("run1")

@@ -80,7 +80,8 @@ def test_a_driver_on_another_host_holds_the_run_until_its_lease_expires(tmp_path
 
 AGENT = """
 import os, sys, time
-from agentsm import AgentBuilder, LlmResponse, MockLlmCaller, tool
+from agentsm import AgentBuilder, AgentConfig, LlmResponse, MockLlmCaller, tool
+from eventstore import SQLiteEventStore
 
 @tool
 def hold(what: str) -> str:
@@ -92,7 +93,9 @@ def hold(what: str) -> str:
     return "held " + what
 
 responses = [LlmResponse.tool_call("hold", {"what": "x"}, id="h1"), LlmResponse.final_answer(%r)]
-AgentBuilder("Hold").llm(MockLlmCaller(responses)).tool(hold).store(sys.argv[1]).run_id(
+# a short lease, no tool timeout: a forced takeover asks about the call once the lease is out
+AgentBuilder("Hold").llm(MockLlmCaller(responses)).tool(hold).config(
+    AgentConfig(tool_timeout=None)).store(SQLiteEventStore(sys.argv[1], lease=1.0)).run_id(
     "run1").build().run()
 """
 

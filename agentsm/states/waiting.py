@@ -8,6 +8,7 @@ from .. import facts as f
 from ..context import SUSPEND, RunContext, Suspend
 from ..events import Event
 from ..memory import AgentMemory
+from ..tool_context import call_key
 from ..types import ApprovalRequest, State, ToolCall
 
 QUESTIONS = {
@@ -23,9 +24,16 @@ QUESTIONS = {
 def approval_request(
     run_id: str, memory: AgentMemory, call: ToolCall, index: int
 ) -> ApprovalRequest:
-    """The question put to a human about the call at position `index` waiting in `memory`."""
+    """The question put to a human about the call at position `index` waiting in `memory`;
+    about a call whose outcome is unknown, it names the idempotency key its effect used."""
     reason = QUESTIONS.get(memory.approval_reason, memory.approval_reason)
-    return ApprovalRequest(run_id=run_id, step=memory.step, call=call, reason=reason, index=index)
+    key = ""
+    if memory.approval_reason == "outcome_unknown":
+        key = call_key(run_id, memory.step, index)
+        reason += f" (its idempotency key was {key}: check at the other end whether it was used)"
+    return ApprovalRequest(
+        run_id=run_id, step=memory.step, call=call, reason=reason, index=index, idempotency_key=key
+    )
 
 
 def approval_requests(run_id: str, memory: AgentMemory) -> list[ApprovalRequest]:
