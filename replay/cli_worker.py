@@ -94,6 +94,7 @@ def worker_command(
         poll=poll,
         on_result=_print,
         around=around,
+        on_error=lambda message: click.echo(f"agentsm worker: {message}", err=True),
     )
     try:
         with reported():
