@@ -1010,12 +1010,19 @@ class SQLiteEventStore:
 
     def close(self) -> None:
         """Close the connection (the runs it drives keep their record of this process until
-        it exits); the store cannot be used afterwards."""
+        it exits); the store cannot be used afterwards. A store that wrote checkpoints the WAL
+        first, so that the database file alone holds every committed fact (as far as readers
+        in other processes let it: what they still read stays in the `-wal` file)."""
         self._closing.set()
         if self._renewer is not None:
             self._renewer.join()
         self._writer.close()
         with self._lock:
+            if not self.read_only and self.path != ":memory:":
+                try:
+                    self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                except sqlite3.Error:
+                    pass  # another connection holds the file: the WAL stays, as valid as ever
             self._conn.close()
         with self._watch_lock:
             if self._watcher is not None:

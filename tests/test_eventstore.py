@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -356,3 +357,20 @@ def test_a_foreign_database_is_refused_and_never_modified(tmp_path: Path, schema
             SQLiteEventStore(other, create=create)
     assert _schema_of(other) == before and before[1] == "delete"
     assert other.read_bytes() == content
+
+
+def test_a_closed_log_is_one_file(tmp_path: Path) -> None:
+    """Closing a store that wrote checkpoints its WAL: the database file alone holds every
+    committed fact, so copying it alone copies the log."""
+    path = tmp_path / "log.db"
+    store = SQLiteEventStore(path)
+    store.create_run("r", "task", events=[NewEvent("A", "{}", "{}", 1.0)], status="running")
+    store.append("r", 1, [NewEvent("B", "{}", "{}", 2.0)], status="done")
+    assert (tmp_path / "log.db-wal").stat().st_size > 0  # the facts are in the WAL now
+    store.close()
+    copy = tmp_path / "copy" / "log.db"
+    copy.parent.mkdir()
+    shutil.copyfile(path, copy)  # the file alone, without its -wal
+    alone = SQLiteEventStore(copy, read_only=True)
+    assert [e.kind for e in alone.read("r")] == ["A", "B"] and alone.run("r").status == "done"
+    alone.close()
