@@ -4,6 +4,7 @@ append-only by trigger."""
 from __future__ import annotations
 
 import asyncio
+import atexit
 import concurrent.futures
 import dataclasses
 import difflib
@@ -118,6 +119,8 @@ class SQLiteEventStore:
             raise self._unusable(e) from e
         self._writer = Writer(self._conn, self._lock, f"writer of {self.path}")
         weakref.finalize(self, self._writer.close, wait=False)  # a store never closed
+        if not read_only and self.path != ":memory:":
+            _UNCLOSED.add(self)  # closed at exit, so that its WAL is checkpointed
         try:
             self._open_schema(create and not read_only)
             if self.path != ":memory:" and not read_only:
@@ -1014,6 +1017,7 @@ class SQLiteEventStore:
         first, so that the database file alone holds every committed fact (as far as readers
         in other processes let it: what they still read stays in the `-wal` file)."""
         self._closing.set()
+        _UNCLOSED.discard(self)
         if self._renewer is not None:
             self._renewer.join()
         self._writer.close()
@@ -1036,6 +1040,21 @@ class SQLiteEventStore:
 
     def __repr__(self) -> str:
         return f"SQLiteEventStore({self.path!r})"
+
+
+_UNCLOSED: weakref.WeakSet[SQLiteEventStore] = weakref.WeakSet()
+"""The stores of files that may be written and are not closed yet."""
+
+
+@atexit.register
+def _close_unclosed() -> None:
+    """At exit, close the stores a program left open (a script that never called `close()`):
+    what they committed is then in the database file itself, not only in its `-wal`."""
+    for store in list(_UNCLOSED):
+        try:
+            store.close()
+        except Exception:  # an exit goes on whatever one store says
+            pass
 
 
 def _renew_leases(

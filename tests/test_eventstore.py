@@ -374,3 +374,18 @@ def test_a_closed_log_is_one_file(tmp_path: Path) -> None:
     alone = SQLiteEventStore(copy, read_only=True)
     assert [e.kind for e in alone.read("r")] == ["A", "B"] and alone.run("r").status == "done"
     alone.close()
+
+
+def test_a_program_that_never_closes_its_store_leaves_one_file(tmp_path: Path) -> None:
+    path = tmp_path / "log.db"
+    script = (
+        "import sys; from eventstore import SQLiteEventStore, NewEvent\n"
+        "s = SQLiteEventStore(sys.argv[1])\n"
+        "s.create_run('r', 'task', events=[NewEvent('A', '{}', '{}', 1.0)], status='done')\n"
+    )  # and exits without close(), as a quick script does
+    subprocess.run([sys.executable, "-c", script, str(path)], check=True, timeout=120)
+    copy = tmp_path / "copy.db"
+    shutil.copyfile(path, copy)
+    alone = SQLiteEventStore(copy, read_only=True)
+    assert [e.kind for e in alone.read("r")] == ["A"]
+    alone.close()
