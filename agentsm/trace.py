@@ -11,7 +11,9 @@ from dataclasses import dataclass, field
 from sys import intern
 from typing import IO, Any
 
-from eventstore import EventStore, PayloadReader, StoredEvent
+from eventstore import EventStore, StoredEvent
+from eventstore.chain import GENESIS
+from eventstore.reading import events_checked, read_checked
 
 from . import facts as f
 from .facts import FACTS, Fact
@@ -46,21 +48,22 @@ TRACE_COLUMNS = (
 
 
 _CHUNK = 4096
+"""Facts and envelopes kept at most per read (decoded once each)."""
 
 
 def read_events(
-    store: EventStore, run_id: str, *, after: int = 0, upto: int | None = None
+    store: EventStore,
+    run_id: str,
+    *,
+    after: int = 0,
+    upto: int | None = None,
+    previous: str = GENESIS,
 ) -> Iterator[StoredEvent]:
     """The run's stored events with `after < seq <= upto`, in order, read a few thousand at a
-    time: a long run is never held twice (as rows and as facts) at once."""
-    last = store.run(run_id).last_seq
-    end = last if upto is None else min(upto, last)
-    while after < end:
-        chunk = store.read(run_id, after=after, upto=min(end, after + _CHUNK))
-        if not chunk:
-            return
-        yield from chunk
-        after = chunk[-1].seq
+    time (a long run is never held twice, as rows and as facts, at once), each checked against
+    the run's hash chain first: `LogTampered` where the log was changed after it was written.
+    From `after` > 0, `previous` is the hash of event `after` (read and checked before)."""
+    return events_checked(store, run_id, after=after, upto=upto, previous=previous)
 
 
 def decode(event: StoredEvent) -> Fact:
@@ -136,20 +139,10 @@ def _rows(
     store: EventStore, run_id: str, upto: int | None = None
 ) -> Iterator[tuple[int, str, int, str, Any, float]]:
     """The run's events up to seq `upto` as (seq, kind, version, payload, meta as text or
-    parsed, recorded_at), in order, a few thousand at a time; bare rows where the store reads
-    them so."""
-    if not isinstance(store, PayloadReader):
-        for e in read_events(store, run_id, upto=upto):
-            yield e.seq, e.kind, e.version, e.payload, e.meta, e.recorded_at
-        return
-    after = 0
-    while upto is None or after < upto:
-        end = after + _CHUNK if upto is None else min(upto, after + _CHUNK)
-        chunk = store.read_payloads(run_id, after=after, upto=end)
-        if not chunk:  # seqs have no gaps: the end
-            return
-        yield from chunk
-        after = chunk[-1][0]
+    parsed, recorded_at), in order, a few thousand at a time, each checked against the run's
+    hash chain first (`LogTampered`); bare rows where the store reads them so."""
+    for seq, kind, version, payload, meta, at, _ in read_checked(store, run_id, upto=upto):
+        yield seq, kind, version, payload, meta, at
 
 
 def fold_log(store: EventStore, run_id: str) -> tuple[AgentMemory, str]:

@@ -3,7 +3,7 @@
 ReplayError            root of what the replay package raises about a request
 ├── SeqOutOfRange      a sequence number the run does not have (also a ValueError)
 ├── BuilderRequired    the run used parts of the agent only the user's builder has
-├── ExportRefused      a run whose hash chain does not verify: nothing exported
+├── ExportRefused      a run whose hash chain does not verify: nothing exported (a LogTampered)
 ├── ImportRefused      an export file that is bad, cut off or holds a known run: nothing imported
 ├── CopyRefused        a run that cannot be copied as it is: nothing copied
 ├── UsageError         a command-line value that cannot be used as given
@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from agentsm import AgentError
+from eventstore import LogTampered
 
 if TYPE_CHECKING:
     from .judgement import BestOf
@@ -69,16 +70,17 @@ class UsageError(ReplayError):
     """A command-line value that cannot be used as given; the message shows the right form."""
 
 
-class ExportRefused(ReplayError):
-    """A run that cannot be exported: its hash chain breaks at `seq` (see `agentsm verify`), so
-    no import could accept the file; nothing was written."""
+class ExportRefused(ReplayError, LogTampered):
+    """A run that cannot be exported: its log was changed after it was recorded (its hash
+    chain breaks at `seq`, see `agentsm verify`), so no import could accept the file; nothing
+    was written. It is the `LogTampered` every reader of the run raises."""
 
-    def __init__(self, run_id: str, seq: int, kind: str) -> None:
-        self.run_id, self.seq, self.kind = run_id, seq, kind
-        super().__init__(
-            f"Run {run_id} cannot be exported: its hash chain is broken at seq {seq} ({kind}); "
-            f"see agentsm verify {run_id}."
-        )
+    def __init__(self, run_id: str, seq: int, kind: str, problem: str | None = None) -> None:
+        said = problem or f"its hash chain is broken at seq {seq} ({kind})"
+        LogTampered.__init__(self, run_id, seq, kind, f"{said}; nothing was exported")
+
+    def __repr__(self) -> str:
+        return f"ExportRefused(run_id={self.run_id!r}, seq={self.seq}, kind={self.kind!r})"
 
 
 class ImportRefused(ReplayError):

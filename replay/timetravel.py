@@ -20,6 +20,7 @@ from agentsm.facts import Fact
 from agentsm.memory import in_full, scan
 from agentsm.trace import decoded, read_events
 from eventstore import EventStore, StoredEvent
+from eventstore.chain import GENESIS
 
 from .errors import SeqOutOfRange
 from .source import StoreLike, opened, resolve_run
@@ -76,19 +77,20 @@ def _moments(
     base = max((s for s in marks if s < start), default=0)
     memory: AgentMemory | None = None
     state: str = State.Idle
-    after = 0
+    after, previous = 0, GENESIS
     if base:
         mark, memory, state = marks[base]
         check = store.read(run_id, after=base - 1, upto=base)
-        if check and _mark(check[0]) == mark:
-            after = base
+        if check and _mark(check[0]) == mark:  # its hash goes on checking the chain from there
+            after, previous = base, check[0].hash or GENESIS
         else:  # another log at this place now: forget what was folded of the old one
             marks.clear()
             memory, state = None, State.Idle
     current: list[StoredEvent] = []  # the event whose fact `scan` gives next
 
     def facts() -> Iterator[Fact]:
-        for event, fact in decoded(read_events(store, run_id, after=after, upto=upto)):
+        events = read_events(store, run_id, after=after, upto=upto, previous=previous)
+        for event, fact in decoded(events):
             current[:] = [event]
             yield fact
 

@@ -32,7 +32,8 @@ def export_run(store: EventStore, run_id: str) -> Iterator[str]:
     record = store.run(resolve_run(store, run_id))
     report = store.verify(record.run_id)
     if report.broken is not None:
-        raise ExportRefused(record.run_id, report.broken.seq, report.broken.kind)
+        broken = report.broken
+        raise ExportRefused(record.run_id, broken.seq, broken.kind, broken.problem)
     events = store.read(record.run_id, upto=record.last_seq)  # the facts its status is about
     head = next((e.hash for e in reversed(events) if e.hash is not None), None)
     line = {

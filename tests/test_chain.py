@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from agentsm import AgentBuilder, LlmResponse, MockLlmCaller, tool
-from eventstore import NewEvent, SQLiteEventStore, StoreError
+from eventstore import LogTampered, NewEvent, SQLiteEventStore, StoreError
 from eventstore.chain import GENESIS, V2, link, link_v1
 from replay import (
     ExportRefused,
@@ -78,7 +78,8 @@ def test_an_answer_forged_in_every_fact_is_found_at_the_first(
         db,
         f"UPDATE events SET payload = replace(payload, '{LONG}', '{FORGED}') WHERE run_id = 'r'",
     )
-    assert replay_run(db, "r").identical  # replay alone cannot tell
+    with pytest.raises(LogTampered, match=r"seq 15 \(LlmResponded\) does not match its hash"):
+        replay_run(db, "r")  # the replay would be identical: the check says what happened
     report = SQLiteEventStore(db, read_only=True).verify("r")
     assert report.broken is not None
     assert (report.broken.seq, report.broken.kind) == (15, "LlmResponded")
@@ -154,7 +155,7 @@ def test_a_run_whose_chain_is_broken_in_the_log_is_not_exported(
     captured = capsys.readouterr()
     assert captured.out == ""
     assert captured.err.count("\n") == 1
-    assert "broken at seq 15 (LlmResponded)" in captured.err
+    assert "seq 15 (LlmResponded) does not match its hash; nothing was exported" in captured.err
     assert "agentsm verify r" in captured.err
     with pytest.raises(ExportRefused) as refused:  # the library says where, for scripts
         list(export_run(SQLiteEventStore(db), "r"))
