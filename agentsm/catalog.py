@@ -7,8 +7,9 @@ folded once by `backfill`, which the command line runs when it opens a log it ma
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Protocol, runtime_checkable
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
 
 from eventstore import EventStore, RunSummary, StoreError
 from eventstore.records import SUMMARY_TEXT
@@ -19,7 +20,15 @@ from .facts import Fact
 from .memory import AgentMemory, fold
 from .trace import decode
 
-__all__ = ["PRICES", "backfill", "cost_of", "summary_of", "summary_of_facts"]
+__all__ = [
+    "PRICES",
+    "CatalogFacts",
+    "backfill",
+    "catalog_of",
+    "cost_of",
+    "summary_of",
+    "summary_of_facts",
+]
 
 PRICES: dict[str, tuple[float, float]] = {
     "gpt-4o-mini": (0.15, 0.60),
@@ -86,6 +95,64 @@ class _Summarized(Protocol):
     def unsummarized(self) -> list[str]: ...
 
     def set_summary(self, run_id: str, summary: RunSummary) -> None: ...
+
+
+@dataclass(frozen=True)
+class CatalogFacts:
+    """What a run's facts say of its catalog entry (`catalog_of`): all of it but the times, and
+    the status of a run that stopped mid-way (running, waiting, stopped, queued...), which
+    only its driver knew."""
+
+    task: str
+    status: str | None
+    """"done" or "failed" (its RunFinished), "aborted" (its last fact is RunAborted); None
+    for a run whose facts do not close it."""
+    parent_id: str | None
+    branch_seq: int | None
+    info: dict[str, Any] = field(default_factory=dict)
+    summaries: tuple[RunSummary, ...] = ()
+    """The summary as its recorder writes it (the model its config names), then as `backfill`
+    writes it (the model it last asked): a catalog holds one or the other."""
+
+    def __repr__(self) -> str:
+        parent = f", parent_id={self.parent_id!r}@{self.branch_seq}" if self.parent_id else ""
+        return f"CatalogFacts(task={self.task!r}, status={self.status!r}{parent})"
+
+
+def catalog_of(facts: Sequence[Fact]) -> CatalogFacts:
+    """The catalog entry a run's facts (all of them, in order) make: the task of its
+    RunStarted; its status if a closing fact ends it; its parent and branch point (the last
+    RunBranched of a branch, the CandidatesGathered of a best-of judgement, the parent call of
+    a sub-agent run); its info (a sub-agent run's tool and parent, even in a branch of one;
+    a judgement's mark); and its summary. `ValueError` if it does not begin with RunStarted."""
+    first = facts[0] if facts else None
+    if not isinstance(first, f.RunStarted):
+        raise ValueError("a run's facts must begin with RunStarted")
+    last = facts[-1]
+    status = (
+        last.status
+        if isinstance(last, f.RunFinished)
+        else "aborted"
+        if isinstance(last, f.RunAborted)
+        else None
+    )
+    info: dict[str, Any] = {}
+    parent: tuple[str | None, int | None] = (None, None)
+    call = first.parent_call
+    if call is not None:
+        info = {"subagent": {"parent": call.run_id, "tool": call.tool}}
+        parent = (call.run_id, call.seq)
+    gathered = facts[1] if len(facts) > 1 else None
+    if isinstance(gathered, f.CandidatesGathered):
+        info = {"judgement": True}
+        parent = (gathered.parent_id, gathered.parent_seq)
+    branched = [x for x in facts if isinstance(x, f.RunBranched)]
+    if branched:
+        parent = (branched[-1].parent_id, branched[-1].parent_seq)
+    memory = fold(facts)
+    models = [x.model for x in facts if isinstance(x, f.LlmRequested) and x.model]
+    summaries = (summary_of(memory), summary_of(memory, models[-1] if models else None))
+    return CatalogFacts(first.task, status, *parent, info, summaries)
 
 
 def backfill(store: EventStore) -> int:

@@ -2,8 +2,10 @@
 
 The run's line states how many facts follow (`facts`) and the hash of the last (`head`); each
 fact line carries the fact's hash. An import checks every line (it is JSON, its fact decodes,
-its hash continues the run's chain) and that the facts reach the stated count and head before
-it writes anything, so a file that is damaged, edited or cut off after export imports nothing.
+its hash continues the run's chain), that the facts reach the stated count and head, and that
+the run's line says of the run what its facts say (`replay.vouched`) before it writes anything,
+so a file that is damaged, edited or cut off after export imports nothing, and the catalog of
+an imported run shows what its verified facts say.
 """
 
 from __future__ import annotations
@@ -14,13 +16,13 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from agentsm import UnreadableFact
-from agentsm.catalog import backfill
-from agentsm.facts import FACTS
+from agentsm.facts import FACTS, Fact
 from eventstore import EventStore, NewEvent, RunSummary, StoredEvent
 from eventstore.chain import GENESIS, V2, exact_text, relink
 
 from .errors import ExportRefused, ImportRefused
 from .source import resolve_run
+from .vouched import Entry, vouched
 
 __all__ = ["export_run", "facts_of", "import_runs"]
 
@@ -72,6 +74,7 @@ class _Run:
     line: int
     item: dict[str, Any]
     events: list[NewEvent] = field(default_factory=list)
+    facts: list[Fact] = field(default_factory=list)
     previous: str = GENESIS
     last_line: int = 0
 
@@ -126,9 +129,10 @@ def _event(run: _Run, item: dict[str, Any]) -> NewEvent:
             raise ValueError("payload_text is not the text of the fact's payload")
         payload = text
     custom = item["meta"].get("custom") is True  # a user's own fact: read whole without its type
-    FACTS.decode(
+    fact = FACTS.decode(
         payload, kind, version, run_id=run.run_id, seq=seq, custom=custom, meta=item["meta"]
     )
+    run.facts.append(fact)
     if seq == 1 and kind != "RunStarted":
         raise ValueError(f"run {run.run_id} begins with {kind}, not RunStarted")
     given = item.get("hash")
@@ -218,6 +222,14 @@ def _parse(lines: Iterable[str], name: str) -> list[_Run]:
     return runs
 
 
+def _entry(run: _Run) -> Entry:
+    """What the catalog gets of the run: what its facts say, where its line says the same."""
+    try:
+        return vouched(run.item, run.facts, stated=run.stated is not None)
+    except ValueError as e:
+        raise ImportRefused(run.line, f"run {run.run_id}: {e}") from e
+
+
 def facts_of(events: Iterable[NewEvent | StoredEvent]) -> list[tuple[Any, ...]]:
     """Events as values, so that the same facts compare equal whatever their JSON spacing."""
     return [
@@ -259,29 +271,29 @@ def import_runs(store: EventStore, lines: Iterable[str], *, name: str = "the fil
     file's runs (a run the store holds already with the same facts is left as it is, so an
     import can be run again). Every line is checked first; a file with any bad line (not JSON,
     a fact that does not decode, a broken hash, facts cut off before the count and head the
-    run's line states, a run that exists with other facts) or with no runs raises
-    `ImportRefused` naming the line, and nothing of it is imported. `name` names the file in
-    messages. A run's catalog status is the one its export states, or "imported" for an export
-    made before exports stated their length (the file cannot show that it is whole)."""
+    run's line states, a run line that says other than its facts, a run that exists with other
+    facts) or with no runs raises `ImportRefused` naming the line, and nothing of it is
+    imported. `name` names the file in messages. A run's catalog entry is what its facts say
+    (`replay.vouched`: the run line's created_at, and the status of a run stopped mid-way, are
+    taken as the line states them); an export made before exports stated their length is
+    imported with status "imported" (the file cannot show that it is whole)."""
     runs = _parse(lines, name)
+    entries = {run.run_id: _entry(run) for run in runs}
     present = _already_there(store, runs)
     with store.batch():  # one transaction: the whole file or nothing of it
         for run in runs:
             if run.run_id in present:
                 continue
-            status = run.item.get("status") if run.stated is not None else None
-            summary = run.item.get("summary")
-            extra = {"summary": RunSummary(**summary)} if summary else {}
+            entry = entries[run.run_id]
             store.create_run(
                 run.run_id,
-                run.item["task"],
-                parent_id=run.item.get("parent_id"),
-                branch_seq=run.item.get("branch_seq"),
-                info=run.item.get("info") or {},
-                created_at=run.item.get("created_at"),
+                entry.task,
+                parent_id=entry.parent_id,
+                branch_seq=entry.branch_seq,
+                info=entry.info,
+                created_at=entry.created_at,
                 events=run.events,
-                status=status if isinstance(status, str) else "imported",
-                **extra,
+                status=entry.status,
+                summary=entry.summary,
             )
-    backfill(store)  # the catalog summaries of the imported runs, folded once
     return [run.run_id for run in runs]

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from agentsm import LlmResponse
 from agentsm.trace import Trace
-from eventstore import EventStore, NewEvent, RunSummary, open_store
+from eventstore import EventStore, NewEvent, open_store
 from replay import CopyRefused, copy_runs, replay_run
 from replay.branching import branch_run
 from replay.cli_copy import copy_command
@@ -110,15 +110,17 @@ def test_a_copy_run_again_leaves_what_is_there_and_refuses_other_facts(
 
 
 def test_the_catalog_summary_is_copied(pg: Callable[[], str]) -> None:
-    summary = RunSummary(3, 120, 40, 0.002, "gpt-x", "An answer.", None)
     engine = SCENARIOS["blacklist"]().build()
     engine.run()
     recorded = [
         NewEvent(e.kind, e.payload, json.dumps(e.meta), e.recorded_at, e.version)
         for e in engine.store.read(engine.run_id)
     ]
+    summary = engine.store.run(engine.run_id).summary  # as its recorder wrote it
+    assert summary.steps and summary.answer
     with closing(open_store(pg())) as src, closing(open_store(pg())) as dst:
-        src.create_run("r", "task", events=recorded, status="done", summary=summary)  # type: ignore[call-arg]
+        task = engine.definition.task
+        src.create_run("r", task, events=recorded, status="done", summary=summary)
         copy_runs(src, dst)
         assert dst.run("r").summary == summary
 

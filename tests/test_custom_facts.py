@@ -264,7 +264,8 @@ def _copy_run(db: Path, source: str, target: str, change: Any, upto: int | None 
         change(NewEvent(e.kind, e.payload, json.dumps(e.meta), e.recorded_at, e.version))
         for e in store.read(source, upto=upto)
     ]
-    store.create_run(target, "copied", events=events, status="done" if upto is None else "running")
+    task = store.run(source).task  # what its RunStarted says, as a catalog holds it
+    store.create_run(target, task, events=events, status="done" if upto is None else "running")
 
 
 def test_an_old_version_of_a_users_fact_is_upcast_on_read(tmp_path: Path) -> None:
