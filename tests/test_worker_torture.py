@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from eventstore import StoredEvent
-from replay.torture import Options, Sample, _late_writes, plan, torture
+from replay.torture import Options, Sample, plan, torture
+from replay.torture.checks import late_writes
 
 from .backends import POSTGRES_URL, require_postgres
 
@@ -68,10 +69,10 @@ def test_a_fact_from_a_superseded_driver_is_a_late_write() -> None:
     log += [_fact(4, "LlmResponded", 200), _fact(5, "ToolExecuted", 100)]
     log += [_fact(6, "LlmResponded", 200)]
     seen = _held((100, 1), (100, 3), (200, 3), (200, 4), (200, 5), (200, 6))
-    [late] = _late_writes("r", log, seen)
+    [late] = late_writes("r", log, seen)
     assert late.invariant == "late_write" and "seq 5" in late.detail and "pid 200" in late.detail
-    [missed] = _late_writes("r", log, seen[:3])  # the monitor missed the samples around it
+    [missed] = late_writes("r", log, seen[:3])  # the monitor missed the samples around it
     assert "seq 5" in missed.detail and "no new claim by 100" in missed.detail
     again = _held((100, 1), (100, 3), (200, 3), (200, 4), (100, 4), (100, 5), (None, 6))
     log[-1] = _fact(6, "LlmResponded", 100)
-    assert _late_writes("r", log, again) == []  # 100 claimed the run again: not late
+    assert late_writes("r", log, again) == []  # 100 claimed the run again: not late

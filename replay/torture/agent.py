@@ -1,5 +1,5 @@
 """The agent of the worker torture harness (`replay.torture`, `--builder
-tests.torture_agent:make_agent`).
+replay.torture.agent:make_agent`).
 
 Its LLM decides from memory alone, so any process can take any of its runs up at any point:
 it calls `write` (not idempotent) AGENTSM_TORTURE_WRITES times (default 2), then `count`
@@ -18,29 +18,21 @@ from __future__ import annotations
 import asyncio
 import os
 import random
-import sqlite3
 import time
 from typing import Any
 
 from agentsm import AgentBuilder, AgentConfig, LlmResponse, ToolContext, tool
 
+from .ledger import open_ledger
+
 TOOL_TIMEOUT = 3.0
-LEDGER_SCHEMA = (
-    "CREATE TABLE IF NOT EXISTS effects (key TEXT NOT NULL, run_id TEXT NOT NULL, "
-    "tool TEXT NOT NULL, idempotent INTEGER NOT NULL, pid INTEGER NOT NULL, at REAL NOT NULL)"
-)
+LEDGER_ENV = "AGENTSM_TORTURE_LEDGER"
+PAUSE_ENV = "AGENTSM_TORTURE_PAUSE"
+WRITES_ENV = "AGENTSM_TORTURE_WRITES"
 
 
 def _pause_seconds() -> float:
-    return random.uniform(0, float(os.environ.get("AGENTSM_TORTURE_PAUSE") or 0))
-
-
-def open_ledger(path: str) -> sqlite3.Connection:
-    """The ledger (created if need be), in autocommit mode, waiting long for its lock."""
-    conn = sqlite3.connect(path, timeout=60, isolation_level=None)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute(LEDGER_SCHEMA)
-    return conn
+    return random.uniform(0, float(os.environ.get(PAUSE_ENV) or 0))
 
 
 def _record(tool_name: str, idempotent: bool) -> str:
@@ -48,7 +40,7 @@ def _record(tool_name: str, idempotent: bool) -> str:
     context = ToolContext.current()
     key = context.idempotency_key if context else "?"
     run_id = context.run_id if context else "?"
-    conn = open_ledger(os.environ["AGENTSM_TORTURE_LEDGER"])
+    conn = open_ledger(os.environ[LEDGER_ENV])
     try:
         conn.execute(
             "INSERT INTO effects VALUES (?, ?, ?, ?, ?, ?)",
@@ -62,12 +54,15 @@ def _record(tool_name: str, idempotent: bool) -> str:
 class TortureLlm:
     """Writes WRITES times, counts once, answers; every decision read from memory."""
 
+    def __repr__(self) -> str:
+        return f"TortureLlm(writes={int(os.environ.get(WRITES_ENV) or 2)})"
+
     async def call(self, memory: Any, tools: Any, model: str) -> LlmResponse:
         await asyncio.sleep(_pause_seconds() / 2)
         pid = os.getpid()
         names = [e.tool.name for e in memory.history]
         writes = names.count("write")
-        if writes < int(os.environ.get("AGENTSM_TORTURE_WRITES") or 2):
+        if writes < int(os.environ.get(WRITES_ENV) or 2):
             text = f"{memory.task} #{writes + 1}"
             return LlmResponse.tool_call("write", {"text": text}, id=f"w{memory.step}@pid={pid}")
         if "count" not in names:
@@ -89,7 +84,7 @@ def count() -> str:
     """How many rows the ledger holds (idempotent)."""
     time.sleep(_pause_seconds())
     _record("count", idempotent=True)
-    conn = open_ledger(os.environ["AGENTSM_TORTURE_LEDGER"])
+    conn = open_ledger(os.environ[LEDGER_ENV])
     try:
         rows = conn.execute("SELECT count(*) FROM effects").fetchone()[0]
     finally:
@@ -98,6 +93,7 @@ def count() -> str:
 
 
 def make_agent(task: str) -> AgentBuilder:
+    """The torture agent for `task`: the `--builder` of the harness's workers."""
     return (
         AgentBuilder(task)
         .system_prompt("You keep a ledger.")
