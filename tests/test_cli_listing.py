@@ -25,7 +25,7 @@ from agentsm import (
 from agentsm.catalog import summary_of_facts
 from agentsm.tables import Cell, Column, render_table
 from agentsm.trace import Trace, decode
-from eventstore import SQLiteEventStore
+from eventstore import NewEvent, SQLiteEventStore
 from replay.cli import cli, main
 from tests.scenarios import LONG, SCENARIOS, base
 
@@ -408,3 +408,16 @@ def test_long_output_goes_through_a_pager_on_a_terminal_only(
     cli_common.echo("short\ntext")
     cli_common.echo("\n".join(map(str, range(50))))
     assert len(paged) == 1 and paged[0].startswith("0\n1\n") and "short" in capsys.readouterr().out
+
+
+def test_interrupted_runs_are_told_apart_before_the_limit(tmp_path: Path, capsys: Capture) -> None:
+    """An interrupted run older than many live ones is still listed by `--status interrupted -n`."""
+    db = tmp_path / "runs.db"
+    store = SQLiteEventStore(db)
+    event = NewEvent("RunStarted", "{}", "{}", 1.0)
+    store.create_run("gone", "left by a dead worker", events=[event], status="running")
+    for i in range(5):  # newer runs, driven by this (live) process
+        store.create_run(f"live{i}", "going on", events=[event], status="running", claim=True)
+    code, out, _ = run(capsys, "--db", str(db), "runs", "--status", "interrupted", "-n", "1")
+    assert code == 0 and "gone" in out and "live" not in out
+    store.close()
