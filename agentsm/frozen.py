@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, NoReturn, SupportsIndex
 
-from pydantic import AfterValidator
+from pydantic import AfterValidator, BaseModel
 
-__all__ = ["FrozenDict", "FrozenList", "JsonObject", "freeze", "thaw"]
+__all__ = ["FrozenDict", "FrozenList", "JsonObject", "freeze", "same_json", "thaw"]
 
 
 def _refuse(value: object) -> NoReturn:
@@ -133,6 +133,41 @@ def thaw(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [thaw(v) for v in value]
     return value
+
+
+def same_json(a: Any, b: Any) -> bool:
+    """Whether two values are equal as JSON holds them: `==` takes 1, 1.0 and true for one
+    another, which JSON, a tool reading its arguments and a replay tell apart. Models are equal
+    when they are of one type with equal fields; a str subclass (an enum) is its text."""
+    if a is b:
+        return True
+    if a is None or b is None:
+        return False
+    kind = type(a)
+    if kind is str:
+        return isinstance(b, str) and a == b
+    if kind is int:
+        return not isinstance(b, bool | float) and a == b
+    if isinstance(a, dict):
+        if not isinstance(b, dict) or len(a) != len(b):
+            return False
+        for key, value in a.items():
+            other = b.get(key, _MISSING)
+            if value is not other and (other is _MISSING or not same_json(value, other)):
+                return False
+        return True
+    if isinstance(a, list | tuple):
+        return isinstance(b, list | tuple) and len(a) == len(b) and all(map(same_json, a, b))
+    if isinstance(a, BaseModel):
+        return type(a) is type(b) and same_json(a.__dict__, b.__dict__)
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    if isinstance(a, float) or isinstance(b, float):
+        return isinstance(a, float) and isinstance(b, float) and a == b
+    return bool(a == b)
+
+
+_MISSING = object()
 
 
 JsonObject = Annotated[dict[str, Any], AfterValidator(freeze)]

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, field_serializer
 
 from . import facts as f
 from .custom import Parts
-from .frozen import FrozenDict, thaw
+from .frozen import FrozenDict, same_json, thaw
 from .history import History
 from .skills import with_skill_index
 from .types import (
@@ -176,7 +176,7 @@ class AgentMemory(BaseModel):
         return [
             i
             for i, planned in enumerate(self.planned_calls)
-            if i not in done and (planned is call or _same_json(planned, call))
+            if i not in done and (planned is call or same_json(planned, call))
         ]
 
     def next_place(self) -> int:
@@ -428,7 +428,7 @@ def _plan_as_stored(fact: f.ToolCallsPlanned, memory: AgentMemory) -> Any:
     offered = memory.offered_calls
     if (
         fact.calls
-        and (fact.calls is offered or _same_json(fact.calls, offered))
+        and (fact.calls is offered or same_json(fact.calls, offered))
         and fact.text == memory.offered_text
     ):
         return fact.model_copy(update={"calls": None, "text": None})
@@ -440,27 +440,9 @@ def _observation_as_stored(fact: f.ObservationCommitted, memory: AgentMemory) ->
         return fact
     entries, places = fact.entries or (), result_places(memory)
     kept = len(entries) - len(places)
-    if places and kept >= 0 and _same_json(entries[kept:], committed_entries(memory, places)):
+    if places and kept >= 0 and same_json(entries[kept:], committed_entries(memory, places)):
         return fact.model_copy(update={"entries": entries[:kept] or None, "results": places})
     return fact
-
-
-def _same_json(a: Any, b: Any) -> bool:
-    """Whether two values are equal as JSON holds them: `==` alone takes 1, 1.0 and True
-    for one another, which JSON (and a tool reading its arguments) tells apart."""
-    if a is b:
-        return True
-    if isinstance(a, BaseModel):
-        return type(a) is type(b) and _same_json(a.__dict__, b.__dict__)
-    if isinstance(a, dict):
-        return (
-            isinstance(b, dict)
-            and a.keys() == b.keys()
-            and all(_same_json(v, b[k]) for k, v in a.items())
-        )
-    if isinstance(a, list | tuple):
-        return isinstance(b, list | tuple) and len(a) == len(b) and all(map(_same_json, a, b))
-    return type(a) is type(b) and a == b
 
 
 _IN_FULL: dict[type, Any] = {

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, get_args, overload
 
@@ -211,6 +211,12 @@ def tool(
     return wrap(func) if func is not None else wrap
 
 
+def schemas_digest(schemas: Iterable[ToolSchema]) -> str:
+    """The digest `LlmRequested.tools_digest` records of the tool schemas a request offered."""
+    data = json.dumps([s.model_dump() for s in schemas], sort_keys=True)
+    return hashlib.sha256(data.encode()).hexdigest()[:32]
+
+
 class ToolRegistry:
     """Tools by name: registration, the schemas sent to the LLM, and execution."""
 
@@ -260,8 +266,7 @@ class ToolRegistry:
     def digest(self) -> str:
         """A digest of the schemas, so replay can tell whether the tool set changed."""
         if self._digest is None:
-            data = json.dumps([s.model_dump() for s in self.schemas()], sort_keys=True)
-            self._digest = hashlib.sha256(data.encode()).hexdigest()[:32]
+            self._digest = schemas_digest(self.schemas())
         return self._digest
 
     def refusal(self, name: str, args: Any) -> ToolOutcome | None:

@@ -64,7 +64,7 @@ def _replay_line(report: ReplayReport, details: bool) -> str:
     if change is not None:
         parts.append(out("definition changed", "yellow") + f" ({', '.join(change.fields)})")
         if divergence is None:
-            parts.append(f"then {out('same behaviour', 'green')}  ({report.compared} facts)")
+            parts.append(f"{out('behaviour identical', 'green')}  ({report.compared} facts)")
     if divergence is not None:
         parts.append(f"{out('DIVERGED', 'red', 'bold')}  at {printable(divergence.headline())}")
     if not parts:
@@ -143,7 +143,7 @@ def replay(
     others = [
         f"{counts[key]} {label}"
         for key, label in (
-            ("changed", "same behaviour under a changed definition"),
+            ("changed", "with a changed definition and identical behaviour"),
             ("needs", "need --builder"),
             ("failed", "failed"),
         )

@@ -17,6 +17,7 @@ from agentsm import (
 )
 from agentsm import facts as f
 from agentsm.context import ApprovalCallback, ToolRunner, live_value
+from agentsm.frozen import same_json
 
 from .recording import DecisionEffect, ToolEffect
 
@@ -92,9 +93,9 @@ class RecordedLlm:
 
 
 def _same_call(a: ToolCall, b: ToolCall) -> bool:
-    """The identity a recorded effect is checked by: the tool and its arguments (ids are the
-    LLM's labels and may repeat)."""
-    return a.name == b.name and a.args == b.args
+    """The identity a recorded effect is checked by: the tool and its arguments, as JSON (1 is
+    not true; ids are the LLM's labels and may repeat)."""
+    return a.name == b.name and same_json(a.args, b.args)
 
 
 class RecordedTools:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from agentsm import (
     AgentBuilder,
@@ -11,6 +13,8 @@ from agentsm import (
     AgentMemory,
     EngineError,
     HumanInputRequired,
+    LlmResponse,
+    ToolRegistry,
 )
 from agentsm import facts as f
 from agentsm._sync import run_sync
@@ -30,8 +34,8 @@ from .effects import (
     ReplayedCrash,
 )
 from .judging import replay_judgement
-from .recording import Recording
-from .report import ReplayReport
+from .recording import Recording, ToolEffect
+from .report import ReplayReport, compare_runs
 from .scratch import ScratchStore
 from .source import Builder, StoreLike, opened, recorded_builder
 
@@ -113,18 +117,18 @@ def _replay(
     scratch = ScratchStore()  # the replayed facts are compared, never kept
     own = agent.llm_caller  # the user's LLM, if the builder sets one: its settings count
     settings = llm_settings(own) if own is not None else definition.llm
-    agent.llm(RecordedLlm(recording.llm_outcomes, settings=settings))
+    seen = _Seen()
+    llm = _Asked(recording.llm_outcomes, settings=settings, seen=seen)
+    agent.llm(llm)
     agent.store(scratch).run_id(recording.run_id)
     decisions = RecordedDecisions(recording.decision_groups, strict=True)
     agent.on_approval(decisions)
     live = agent.build().run_tool if execute_tools else None
-    agent.tool_runner(
-        RecordedTools(recording.tool_effects, live, strict=True, execute=execute_tools)
-    )
+    effects = _as_the_agent_would(recording.tool_effects, definition, agent)
+    agent.tool_runner(RecordedTools(effects, live, strict=True, execute=execute_tools))
     agent.patches(recording.patches.__contains__)  # old runs replay their old code paths
     agent.values(RecordedValues([d for _, d in recording.draws], strict=True))
     engine = agent.build()
-    seen = _Seen()
     engine.observe(seen)
     notes = recording.of(f.RunBranched)
     last = recording.run.last_seq
@@ -146,7 +150,9 @@ def _replay(
         engine = agent.attach(recording.run_id)
         engine.observe(seen)
     replayed = seen.entries(scratch.run(recording.run_id).last_seq) or _replayed(scratch, recording)
-    report = recording.compare(replayed)
+    if not recording.finished:  # a run whose process died says nothing past its end
+        replayed = replayed[: len(recording.entries)]
+    report = compare_runs(recording.run_id, recording.entries, replayed, views=llm.views)
     if not children:
         return report
     family = tuple(
@@ -187,6 +193,55 @@ def _child_builder(parent: AgentBuilder, store: EventStore, child_id: str) -> Bu
     return build
 
 
+def _as_the_agent_would(
+    effects: Sequence[ToolEffect], definition: f.RunStarted, agent: AgentBuilder
+) -> Sequence[ToolEffect]:
+    """The recorded tool runs, with a question about a call that never reported served as what
+    it stands for when the agent now makes the tool idempotent: the recorded run asked whether
+    a call of a tool that was not idempotent took effect; had it been idempotent, the call
+    would have been run again (after a crash) or failed (at its timeout), with no question.
+    Served as a crash, the replay resumes and runs it again, and shows where it parts."""
+
+    def made_idempotent(effect: ToolEffect) -> bool:
+        name = effect.call.name
+        return (
+            effect.outcome is not None
+            and not effect.outcome.known
+            and not effect.pinned
+            and name not in definition.idempotent_tools
+            and bool(getattr(agent.tools.get(name), "idempotent", False))
+        )
+
+    if not any(map(made_idempotent, effects)):
+        return effects
+    return [dataclasses.replace(e, outcome=None) if made_idempotent(e) else e for e in effects]
+
+
+class _Asked(RecordedLlm):
+    """The recorded LLM, keeping the messages of each request whose view of memory is not the
+    run's memory (a summary request, a handler's own view), by digest: the report shows them
+    at a divergence, where a fold of the facts could not make them again."""
+
+    def __init__(
+        self,
+        outcomes: Sequence[f.LlmResponded | f.LlmFailed | None],
+        *,
+        settings: Mapping[str, Any],
+        seen: _Seen,
+    ) -> None:
+        super().__init__(outcomes, settings=settings)
+        self._seen = seen
+        self.views: dict[str, list[dict[str, Any]]] = {}
+
+    async def call(self, memory: AgentMemory, tools: ToolRegistry, model: str) -> LlmResponse:
+        own = self._seen.memory
+        if memory is not own:
+            digest = memory.messages_digest()
+            if own is None or digest != own.messages_digest():
+                self.views.setdefault(digest, memory.build_messages())
+        return await super().call(memory, tools, model)
+
+
 class _Seen:
     """The facts the replay recorded, as its engines record them: what a fact reads back as
     is the fact itself (the codec checks it), so the log need not be read and decoded again.
@@ -194,9 +249,12 @@ class _Seen:
 
     def __init__(self) -> None:
         self._facts: dict[int, TraceEntry] = {}
+        self.memory: AgentMemory | None = None
+        """The run's memory after the last fact."""
 
     def __call__(self, seq: int, state: str, fact: f.Fact, memory: AgentMemory) -> None:
         self._facts[seq] = TraceEntry(seq, memory.step, state, fact.kind, 0.0, fact, {})
+        self.memory = memory
 
     def entries(self, last: int) -> list[TraceEntry] | None:
         """The entries of seqs 1 to `last` (the scratch log's end), None if one is missing."""

@@ -1,11 +1,14 @@
 """Comparing two runs fact by fact: the first divergence and a readable report of it.
 
 A changed definition (`RunStarted`: prompt, config, tools, model) is reported on its own, at
-seq 1, and the comparison goes on, so that the first change in behaviour after it is found too.
-Once the definition changed, an LLM request is compared by purpose only: its model, tool set and
-message digest follow from the definition, which changed on purpose. Error texts (a run's abort,
-failure or error message) are compared without what differs between two processes (object
-addresses, asyncio task numbers); an observation is compared as it is, since the LLM reads it."""
+seq 1, and the comparison goes on: behaviour is every later fact and every LLM request as it
+was sent (model, request settings, tools with their schemas, messages), so the first fact the
+new definition changes is the divergence (a reworded prompt at its first request), and a change
+that reaches none of them (a limit never reached, a timeout, a flag of a tool that never
+crashed) leaves the behaviour identical. Values are compared as JSON holds them: 1, 1.0 and
+true differ. Error texts (a run's abort, failure or error message) are compared without what
+differs between two processes (object addresses, asyncio task numbers); an observation is
+compared as it is, since the LLM reads it."""
 
 from __future__ import annotations
 
@@ -13,16 +16,19 @@ import difflib
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from agentsm.frozen import same_json
 from agentsm.trace import TraceEntry
+
+from .requests import Views, request_diff
 
 __all__ = ["Divergence", "ReplayReport", "compare_runs", "first_divergence"]
 
 _VOLATILE = re.compile(r"\b0x[0-9a-fA-F]{4,}\b|\bTask-\d+\b")
 _ERROR_TEXT = frozenset({"message", "error", "reason"})
-_DERIVED = ("model", "messages_digest", "tools", "tools_digest")  # of LlmRequested
+_REQUEST_PARTS = {"messages_digest": "messages", "tools_digest": "tool schemas"}
 
 
 def _stable(data: Any) -> Any:
@@ -39,13 +45,10 @@ def _stable(data: Any) -> Any:
     }
 
 
-def comparable(entry: TraceEntry, *, definition_changed: bool = False) -> dict[str, Any]:
+def comparable(entry: TraceEntry) -> dict[str, Any]:
     """What two runs must share for a fact to count as the same: the state that recorded it
     and the fact itself. Envelope timestamps and measurements are left out."""
-    fact = _stable(entry.fact.model_dump(mode="json"))
-    if definition_changed and fact.get("kind") == "LlmRequested":
-        fact = {k: v for k, v in fact.items() if k not in _DERIVED}
-    return {"state": entry.state, "fact": fact}
+    return {"state": entry.state, "fact": _stable(entry.fact.model_dump(mode="json"))}
 
 
 def _pretty(entry: TraceEntry | None) -> list[str]:
@@ -65,7 +68,7 @@ def _changed_fields(a: Any, b: Any, prefix: str = "") -> list[str]:
         return [
             name
             for key in sorted(set(a) | set(b))
-            if a.get(key) != b.get(key)
+            if key not in a or key not in b or not same_json(a[key], b[key])
             for name in _changed_fields(a.get(key), b.get(key), f"{prefix}{key}.")
         ]
     return [prefix.rstrip(".")]
@@ -73,20 +76,24 @@ def _changed_fields(a: Any, b: Any, prefix: str = "") -> list[str]:
 
 @dataclass(frozen=True)
 class Divergence:
-    """Where two runs part: the seq, the fact expected (recorded) and the one produced."""
+    """Where two runs part: the seq, the fact expected (recorded) and the one produced; at an
+    LLM request, `request` is what the two requests sent, as a diff (the fact holds digests)."""
 
     seq: int
     expected: TraceEntry | None
     actual: TraceEntry | None
+    request: str = ""
 
     @property
     def diff(self) -> str:
-        """A unified diff of the two facts (non-ASCII text shown as text)."""
-        return "\n".join(
+        """A unified diff of the two facts (non-ASCII text shown as text), then, at an LLM
+        request, of what the two requests sent."""
+        facts = "\n".join(
             difflib.unified_diff(
                 _pretty(self.expected), _pretty(self.actual), "recorded", "replayed", lineterm=""
             )
         )
+        return "\n".join(part for part in (facts, self.request) if part)
 
     @property
     def fields(self) -> list[str]:
@@ -105,6 +112,9 @@ class Divergence:
         state = either.state if either is not None else ""
         if exp == act == "RunStarted":
             return f"seq {self.seq} ({state}): the definition changed: {', '.join(self.fields)}"
+        if exp == act == "LlmRequested":
+            what = ", ".join(_REQUEST_PARTS.get(name, name) for name in self.fields) or "settings"
+            return f"seq {self.seq} ({state}): the LLM request changed: {what}"
         return f"seq {self.seq} ({state}): recorded {exp}, replay produced {act}"
 
     def __str__(self) -> str:
@@ -112,33 +122,42 @@ class Divergence:
 
 
 def _same(a: TraceEntry, b: TraceEntry) -> bool:
-    """Whether two entries hold equal facts in the same state: facts of one type with equal
-    fields (one comparison of their fields, nested facts compared as pydantic compares them),
-    else as pydantic compares them."""
+    """Whether two entries hold the same fact, as JSON holds it, in the same state."""
     x, y = a.fact, b.fact
-    return a.state == b.state and ((type(x) is type(y) and x.__dict__ == y.__dict__) or x == y)
+    return a.state == b.state and type(x) is type(y) and same_json(x.__dict__, y.__dict__)
+
+
+def _first(
+    expected: Sequence[TraceEntry], actual: Sequence[TraceEntry], *, settings_changed: bool
+) -> int | None:
+    """The position of the first pair of entries that differ (or where one sequence ends)."""
+    for at, (exp, act) in enumerate(zip(expected, actual, strict=False)):  # the longer: below
+        if _same(exp, act) or same_json(comparable(exp), comparable(act)):
+            if settings_changed and exp.event == "LlmRequested":
+                return at  # the same fact, but the request was sent with other settings
+            continue
+        return at
+    return None if len(expected) == len(actual) else min(len(expected), len(actual))
 
 
 def first_divergence(
     expected: Sequence[TraceEntry],
     actual: Sequence[TraceEntry],
     *,
-    definition_changed: bool = False,
+    settings_changed: bool = False,
 ) -> Divergence | None:
-    """The first seq at which the two sequences of facts differ, or None if they are equal."""
-    for exp, act in zip(expected, actual, strict=False):  # the longer one: below
-        if _same(exp, act):
-            continue  # equal facts compare equal (the usual case, and a cheap one)
-        if comparable(exp, definition_changed=definition_changed) != comparable(
-            act, definition_changed=definition_changed
-        ):
-            return Divergence(exp.seq, exp, act)
-    if len(expected) == len(actual):
-        return None
-    shared = min(len(expected), len(actual))  # one ends there: the other's next fact differs
-    if shared < len(expected):
-        return Divergence(expected[shared].seq, expected[shared], None)
-    return Divergence(actual[shared].seq, None, actual[shared])
+    """The first seq at which the two sequences of facts differ, or None if they are equal.
+    `settings_changed`: the LLM's request settings differ, so the first LLM request does."""
+    at = _first(expected, actual, settings_changed=settings_changed)
+    return None if at is None else _parting(expected, actual, at)
+
+
+def _parting(expected: Sequence[TraceEntry], actual: Sequence[TraceEntry], at: int) -> Divergence:
+    """The divergence at position `at` (where the two differ, or one of them ends)."""
+    exp = expected[at] if at < len(expected) else None
+    act = actual[at] if at < len(actual) else None
+    seq = exp.seq if exp is not None else act.seq if act is not None else 0
+    return Divergence(seq, exp, act)
 
 
 @dataclass(frozen=True)
@@ -165,7 +184,8 @@ class ReplayReport:
 
     @property
     def same_behaviour(self) -> bool:
-        """True when, the definition aside, every fact was produced again (children too)."""
+        """True when, the definition aside, every fact and every LLM request was the same
+        (children too)."""
         return self.divergence is None and all(c.same_behaviour for c in self.children)
 
     def __bool__(self) -> bool:
@@ -178,16 +198,19 @@ class ReplayReport:
         return text
 
     def _own(self) -> str:
-        if self.divergence is None and self.definition_change is None:
+        change, divergence = self.definition_change, self.divergence
+        if divergence is None and change is None:
             return f"run {self.run_id}: identical ({self.compared} facts compared)"
-        lines = [f"run {self.run_id}: " + ("diverged" if self.divergence else "same behaviour")]
-        if self.definition_change is not None:
-            change = self.definition_change
+        behaviour = (
+            f"behaviour diverged at seq {divergence.seq}"
+            if divergence is not None
+            else f"behaviour identical ({self.compared} facts compared)"
+        )
+        lines = [f"run {self.run_id}: " + ("definition changed; " if change else "") + behaviour]
+        if change is not None:
             lines.append(f"definition changed at {change.headline()}\n{change.diff}")
-            if self.divergence is None:
-                lines.append(f"then identical ({self.compared} facts compared)")
-        if self.divergence is not None:
-            lines.append(str(self.divergence))
+        if divergence is not None:
+            lines.append(str(divergence))
         return "\n".join(lines)
 
     def __repr__(self) -> str:
@@ -202,18 +225,34 @@ class ReplayReport:
 
 
 def compare_runs(
-    run_id: str, expected: Sequence[TraceEntry], actual: Sequence[TraceEntry]
+    run_id: str,
+    expected: Sequence[TraceEntry],
+    actual: Sequence[TraceEntry],
+    *,
+    views: Views | None = None,
 ) -> ReplayReport:
     """Compare a recording with its replay: the definitions (seq 1) on their own, then every
-    later fact, so that a changed definition does not hide what it changed (or did not)."""
+    later fact and LLM request, so that a changed definition hides nothing it changed. `views`:
+    the messages of requests the replay's handlers made, by digest (for a readable diff)."""
     change = None
+    first = 0
+    settings_changed = False
     if (
         expected
         and actual
         and expected[0].event == actual[0].event == "RunStarted"
-        and comparable(expected[0]) != comparable(actual[0])
+        and not same_json(comparable(expected[0]), comparable(actual[0]))
     ):
         change = Divergence(expected[0].seq, expected[0], actual[0])
-        expected, actual = expected[1:], actual[1:]
-    divergence = first_divergence(expected, actual, definition_changed=change is not None)
-    return ReplayReport(run_id, len(expected) + (change is not None), divergence, change)
+        first = 1
+        settings = [getattr(e.fact, "llm", None) for e in (expected[0], actual[0])]
+        settings_changed = not same_json(*settings)
+    at = _first(expected[first:], actual[first:], settings_changed=settings_changed)
+    divergence = None
+    if at is not None:
+        divergence = _parting(expected, actual, at + first)
+        exp, act = divergence.expected, divergence.actual
+        if exp is not None and act is not None and exp.event == act.event == "LlmRequested":
+            request = request_diff(expected, actual, at + first, views)
+            divergence = replace(divergence, request=request)
+    return ReplayReport(run_id, len(expected), divergence, change)

@@ -127,14 +127,21 @@ def test_replay_all_with_a_builder_reports_each_run(tmp_path: Path) -> None:
         "from replay.demo import demo_agent\n"
         "def make(task):\n"
         "    return demo_agent(task).system_prompt('You are a sloppy assistant.')\n"
+        "def looser(task):\n"
+        "    return demo_agent(task).max_steps(20)\n"
+    )
+    looser = agentsm(*db, "replay", "--all", "--builder", f"{changed}:looser", cwd=tmp_path)
+    assert looser.returncode == 1
+    assert looser.stdout.count("definition changed (config.max_steps); behaviour identical") == 2
+    assert (
+        "2 runs replayed: 0 identical, 0 diverged, 2 with a changed definition and identical "
+        "behaviour" in looser.stdout
     )
     diverged = agentsm(*db, "replay", "--all", "--builder", f"{changed}:make", cwd=tmp_path)
     assert diverged.returncode == 1
-    assert diverged.stdout.count("definition changed (system_prompt); then same behaviour") == 2
-    assert (
-        "2 runs replayed: 0 identical, 0 diverged, 2 same behaviour under a changed definition"
-        in diverged.stdout
-    )
+    assert diverged.stdout.count("definition changed (system_prompt); DIVERGED  at seq 4") == 2
+    assert "the LLM request changed: messages" in diverged.stdout
+    assert "2 runs replayed: 0 identical, 2 diverged" in diverged.stdout
     one = agentsm(
         *db, "replay", diverged.stdout.split()[0], "--builder", f"{changed}:make", cwd=tmp_path
     )

@@ -220,11 +220,14 @@ def test_a_server_offering_other_tools_diverges_at_the_first_fact(tmp_path: Path
     run_id = record(lambda task: stdio(task, env=plain), db)
     changed = {"AGENTSM_MCP_VARIANT": "changed"}  # env values are not recorded: same definition
     report = replay_run(db, run_id, lambda task: stdio(task, env=changed))
-    assert not report.identical and report.same_behaviour
+    assert not report.identical
     change = report.definition_change
     assert change is not None and change.seq == 1
     assert "tools" in change.fields and "mcp_servers" in change.fields
     assert "multiply" in change.diff and "Add two integers (exactly)." in change.diff
+    divergence = report.divergence  # the LLM is offered the other tools from its first request
+    assert divergence is not None and divergence.expected is not None
+    assert divergence.expected.event == "LlmRequested" and "multiply" in divergence.diff
 
 
 def test_a_run_waiting_for_approval_resumes_with_the_server(tmp_path: Path) -> None:

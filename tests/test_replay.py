@@ -53,7 +53,7 @@ def test_unchanged_agent_replays_identical(name: str, tmp_path: Path) -> None:
     assert len(SQLiteEventStore(db).runs()) == 1
 
 
-def test_a_changed_prompt_word_is_caught_at_seq_1_and_replay_goes_on(tmp_path: Path) -> None:
+def test_a_changed_prompt_word_is_caught_at_seq_1_and_at_its_first_request(tmp_path: Path) -> None:
     db = tmp_path / "runs.db"
     run_id = record(parallel, db)
 
@@ -66,7 +66,14 @@ def test_a_changed_prompt_word_is_caught_at_seq_1_and_replay_goes_on(tmp_path: P
     assert change.fields == ["system_prompt"]
     assert '-    "system_prompt": "You are careful.",' in change.diff
     assert '+    "system_prompt": "You are very careful.",' in change.diff
-    assert report.same_behaviour and report.divergence is None  # the rest replayed identical
+    first_request = next(
+        e.seq for e in SQLiteEventStore(db).read(run_id) if e.kind == "LlmRequested"
+    )
+    divergence = report.divergence  # the LLM was asked something else: behaviour changed there
+    assert divergence is not None and divergence.seq == first_request
+    assert not report.same_behaviour and divergence.fields == ["messages_digest"]
+    assert '-      "content": "You are careful."' in divergence.diff
+    assert '+      "content": "You are very careful."' in divergence.diff
     assert report.compared == len(SQLiteEventStore(db).read(run_id))
     with pytest.raises(AssertionError, match="the definition changed: system_prompt"):
         assert_replays(db, run_id, reworded)
@@ -80,7 +87,7 @@ def test_config_and_tool_schema_changes_are_caught_at_seq_1(tmp_path: Path) -> N
     )
     change = changed_config.definition_change
     assert change is not None and change.seq == 1 and change.fields == ["config.min_answer_length"]
-    assert changed_config.same_behaviour
+    assert changed_config.same_behaviour  # no request and no fact of this run depends on it
 
     @tool(name="lookup")
     def lookup_v2(key: str, exact: bool = False) -> str:
@@ -95,7 +102,10 @@ def test_config_and_tool_schema_changes_are_caught_at_seq_1(tmp_path: Path) -> N
     report = replay_run(db, run_id, new_schema)
     assert report.definition_change is not None and report.definition_change.seq == 1
     assert "exact" in report.definition_change.diff and report.definition_change.fields == ["tools"]
-    assert report.same_behaviour  # the LLM requests differ only by the tool schema digest
+    divergence = report.divergence  # the LLM is offered the new schema from its first request
+    assert divergence is not None and divergence.fields == ["tools_digest"]
+    assert "the LLM request changed: tool schemas" in divergence.headline()
+    assert '+          "exact": {' in divergence.diff
 
 
 def test_a_handler_change_is_caught_at_the_first_fact_it_alters(tmp_path: Path) -> None:

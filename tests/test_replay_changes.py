@@ -1,6 +1,8 @@
 """Replay that helps when code changes: a changed definition is reported on its own and replay
-goes on; error texts are compared without process noise; runs that need the user's builder say
-so; `replay --all` replays every run whatever happens to one of them."""
+goes on comparing behaviour, LLM requests included, to the first fact the new definition
+changes (or says the behaviour is identical); error texts are compared without process noise;
+runs that need the user's builder say so; `replay --all` replays every run whatever happens to
+one of them."""
 
 from __future__ import annotations
 
@@ -9,6 +11,8 @@ import json
 import warnings
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any, ClassVar
+from unittest.mock import patch
 
 import pytest
 
@@ -25,8 +29,9 @@ from agentsm import (
     ToolRegistry,
     tool,
 )
+from agentsm.states import ReflectingState, reflecting
 from eventstore import NewEvent, SQLiteEventStore
-from replay import BuilderRequired, UnusedChange, branch_run, replay_run
+from replay import BuilderRequired, UnusedChange, assert_replays, branch_run, replay_run
 from replay.cli import main
 
 
@@ -51,17 +56,19 @@ async def flaky(key: str) -> str:
     raise RuntimeError(f"lookup of {key} failed: {volatile()}")
 
 
+SCRIPT = [
+    LlmResponse.tool_call("lookup", {"key": "a"}, id="c1"),
+    LlmResponse.tool_call("flaky", {"key": "b"}, id="c2"),
+    LlmResponse.tool_call("lookup", {"key": "c"}, id="c3"),
+    LlmResponse.final_answer("The values of a and c are known now."),
+]
+
+
 def agent(task: str, *, max_steps: int = 5, prompt: str = "Be brief.") -> AgentBuilder:
-    script = [
-        LlmResponse.tool_call("lookup", {"key": "a"}, id="c1"),
-        LlmResponse.tool_call("flaky", {"key": "b"}, id="c2"),
-        LlmResponse.tool_call("lookup", {"key": "c"}, id="c3"),
-        LlmResponse.final_answer("The values of a and c are known now."),
-    ]
     return (
         AgentBuilder(task)
         .system_prompt(prompt)
-        .llm(MockLlmCaller(script))
+        .llm(MockLlmCaller(list(SCRIPT)))
         .config(AgentConfig(reflect_every_n_steps=0, max_steps=max_steps))
         .tool(lookup)
         .tool(flaky)
@@ -94,15 +101,19 @@ def test_a_max_steps_edit_is_reported_at_seq_1_and_replay_goes_on(tmp_path: Path
     assert "config.max_steps" in str(fewer) and "first divergence at seq" in str(fewer)
 
 
-def test_a_reworded_prompt_changes_no_behaviour_and_diffs_show_text_as_text(
+def test_a_reworded_prompt_diverges_at_its_first_request_and_diffs_show_text_as_text(
     tmp_path: Path,
 ) -> None:
     db = tmp_path / "runs.db"
     run_id = record(db, agent("find a and c"))
     report = replay_run(db, run_id, lambda t: agent(t, prompt="Sé breve, por favor: 東京."))
-    assert report.same_behaviour and report.definition_change is not None
+    assert report.definition_change is not None and report.divergence is not None
+    assert report.divergence.seq == seq_of(db, run_id, "LlmRequested")
+    assert "the LLM request changed: messages" in report.divergence.headline()
+    assert '+      "content": "Sé breve, por favor: 東京."' in report.divergence.diff
+    assert '-      "content": "Be brief."' in report.divergence.diff
     assert "Sé breve, por favor: 東京." in report.definition_change.diff
-    assert "\\u" not in report.definition_change.diff
+    assert "\\u" not in report.definition_change.diff + report.divergence.diff
 
 
 def crashing_planning(ctx: RunContext) -> str:
@@ -288,3 +299,139 @@ def test_an_idempotent_tool_run_again_after_a_crash_replays_without_the_builder(
     assert '"idempotent_tools":["fetch"]' in definition.payload.replace(" ", "")
     report = replay_run(db, engine.run_id)  # the recorded flag: the same agent, no builder
     assert report.identical, str(report)
+
+
+class Reworded(ReflectingState):
+    """Reflection with its own summary prompt (the library's, reworded)."""
+
+    async def handle(self, ctx: RunContext) -> str:
+        prompt = "Sum the history up in one line.\nTask: {task}\nHistory: {history_json}"
+        with patch.object(reflecting, "COMPRESSION_PROMPT", prompt):
+            return await super().handle(ctx)
+
+
+def test_a_reworded_reflection_prompt_is_caught_under_a_changed_definition(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "runs.db"
+    run_id = record(db, reflecting_agent("find a"))
+    report = replay_run(db, run_id, lambda t: reflecting_agent(t).handler("Reflecting", Reworded()))
+    assert report.definition_change is not None  # the definition names the handler now
+    assert report.definition_change.fields == ["custom_handlers"]
+    assert report.divergence is not None  # ... and the summary request it sends differs
+    assert report.divergence.seq == seq_of(db, run_id, "LlmRequested", 1)
+    assert '+      "content": "Sum the history up in one line.' in report.divergence.diff
+    assert '-      "content": "Summarize the following tool call history' in report.divergence.diff
+    assert f"behaviour diverged at seq {report.divergence.seq}" in str(report)
+
+
+def test_a_changed_prompt_and_reflection_prompt_diverge_at_the_first_request(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "runs.db"
+    run_id = record(db, reflecting_agent("find a"))
+
+    def both(task: str) -> AgentBuilder:
+        return reflecting_agent(task).system_prompt("Be exact.").handler("Reflecting", Reworded())
+
+    report = replay_run(db, run_id, both)
+    assert report.definition_change is not None
+    assert report.definition_change.fields == ["custom_handlers", "system_prompt"]
+    assert report.divergence is not None and not report.same_behaviour
+    assert report.divergence.seq == seq_of(db, run_id, "LlmRequested")  # the first, a plan
+    assert '+      "content": "Be exact."' in report.divergence.diff
+    with pytest.raises(AssertionError, match="the LLM request changed: messages"):
+        assert_replays(db, run_id, both)
+
+
+def test_a_tool_made_idempotent_diverges_at_the_question_it_no_longer_asks(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "runs.db"
+    killed: list[str] = []
+
+    def make(task: str, *, idempotent: bool = False) -> AgentBuilder:
+        script = [
+            LlmResponse.tool_call("pay", {"amount": 5}, id="p1"),
+            LlmResponse.final_answer("Paid the invoice, once."),
+        ]
+        return (
+            AgentBuilder(task)
+            .llm(MockLlmCaller(script))
+            .config(AgentConfig(reflect_every_n_steps=0))
+            .tool(
+                "pay",
+                "Pay an amount.",
+                {"type": "object"},
+                lambda args: "paid",
+                idempotent=idempotent,
+            )
+        )
+
+    async def dies(call: ToolCall) -> ToolOutcome:
+        killed.append(call.name)
+        raise Killed(call.name)
+
+    engine = make("pay the invoice").store(db).tool_runner(dies).build()
+    with pytest.raises(Killed):
+        engine.run()
+    resumed = make("pay the invoice").store(db).on_approval(lambda request: True)
+    assert resumed.attach(engine.run_id).run() == "Paid the invoice, once."
+    asked = seq_of(db, engine.run_id, "ApprovalRequested")  # did the killed payment happen?
+    assert killed == ["pay"] and replay_run(db, engine.run_id, make).identical
+
+    report = replay_run(db, engine.run_id, lambda t: make(t, idempotent=True))
+    assert report.definition_change is not None
+    assert report.definition_change.fields == ["idempotent_tools"]
+    divergence = report.divergence
+    assert divergence is not None and divergence.seq == asked
+    assert divergence.expected is not None and divergence.expected.event == "ApprovalRequested"
+    assert divergence.actual is not None and divergence.actual.event == "ToolCallStarted"
+    with pytest.raises(AssertionError, match=f"first divergence at seq {asked}"):
+        assert_replays(db, engine.run_id, lambda t: make(t, idempotent=True))
+
+
+def test_a_definition_change_that_reaches_no_request_leaves_behaviour_identical(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "runs.db"
+    run_id = record(db, agent("find a and c"))
+
+    def looser(task: str) -> AgentBuilder:  # no request, no fact of this run sees these
+        config = AgentConfig(
+            reflect_every_n_steps=0, max_steps=9, tool_timeout=30.0, llm_deadline=60.0
+        )
+        return agent(task).config(config)
+
+    report = replay_run(db, run_id, looser)
+    assert report.definition_change is not None and report.divergence is None
+    assert report.definition_change.fields == [
+        "config.llm_deadline",
+        "config.max_steps",
+        "config.tool_timeout",
+    ]
+    assert report.same_behaviour and not report.identical
+    assert str(report).startswith(f"run {run_id}: definition changed; behaviour identical (")
+    with pytest.raises(AssertionError, match="the definition changed: config.llm_deadline"):
+        assert_replays(db, run_id, looser)
+
+
+def test_other_llm_settings_diverge_at_the_first_request(tmp_path: Path) -> None:
+    class Tuned(MockLlmCaller):
+        settings: ClassVar[dict[str, Any]] = {"temperature": 0.2}
+
+    class Hotter(MockLlmCaller):
+        settings: ClassVar[dict[str, Any]] = {"temperature": 0.9}
+
+    db = tmp_path / "runs.db"
+    run_id = record(db, agent("find a and c").llm(Tuned(list(SCRIPT))))
+    assert replay_run(db, run_id, lambda t: agent(t).llm(Tuned([]))).identical
+    report = replay_run(db, run_id, lambda t: agent(t).llm(Hotter([])))
+    assert report.definition_change is not None and report.definition_change.fields == [
+        "llm.temperature"
+    ]
+    assert report.divergence is not None
+    assert report.divergence.seq == seq_of(db, run_id, "LlmRequested")
+    assert "the LLM request changed: settings" in report.divergence.headline()
+    assert '-    "temperature": 0.2' in report.divergence.diff
+    assert '+    "temperature": 0.9' in report.divergence.diff

@@ -304,9 +304,12 @@ def test_a_changed_child_prompt_diverges_in_the_childs_replay(backend: Backend) 
     assert child.run_id == "p1-1-0" and not child.identical
     change = child.definition_change
     assert change is not None and change.seq == 1 and change.fields == ["system_prompt"]
-    assert child.divergence is None  # its recorded LLM answers are served: same behaviour
+    divergence = child.divergence  # its first LLM request asks with the other prompt
+    assert divergence is not None and divergence.seq == 4
+    assert '+      "content": "Researchers answer in one word."' in divergence.diff
     text = str(report)
-    assert "sub-agent run p1-1-0: same behaviour" in text and "system_prompt" in text
+    assert "sub-agent run p1-1-0: definition changed; behaviour diverged at seq 4" in text
+    assert "system_prompt" in text
     assert replay_run(store, "p1", other).identical  # the parent alone serves the answer
 
 
