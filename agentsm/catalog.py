@@ -30,30 +30,45 @@ __all__ = [
     "summary_of_facts",
 ]
 
-PRICES: dict[str, tuple[float, float]] = {
+PRICES: dict[str, tuple[float, ...]] = {
     "gpt-4o-mini": (0.15, 0.60),
     "gpt-4o": (2.50, 10.00),
     "gpt-4.1-mini": (0.40, 1.60),
     "gpt-4.1": (2.00, 8.00),
-    "claude-3-5-haiku": (0.80, 4.00),
-    "claude-3-5-sonnet": (3.00, 15.00),
-    "claude-sonnet-4": (3.00, 15.00),
-    "claude-opus-4": (15.00, 75.00),
+    "claude-3-5-haiku": (0.80, 4.00, 0.08, 1.00),
+    "claude-3-5-sonnet": (3.00, 15.00, 0.30, 3.75),
+    "claude-haiku-4-5": (1.00, 5.00, 0.10, 1.25),
+    "claude-sonnet-4": (3.00, 15.00, 0.30, 3.75),
+    "claude-opus-4": (15.00, 75.00, 1.50, 18.75),
+    "claude-opus-4-5": (5.00, 25.00, 0.50, 6.25),
+    "claude-opus-4-6": (5.00, 25.00, 0.50, 6.25),
 }
-"""USD per million input and output tokens, by model name prefix (the longest prefix that
-matches wins, so dated names like `gpt-4o-2024-08-06` are priced). Add your own models' prices
-here; a model not listed gets no cost (None), never a guessed one."""
+"""USD per million tokens, by model name prefix (the longest prefix that matches wins, so
+dated names like `gpt-4o-2024-08-06` are priced): input, output, and, where the provider
+counts prompt-cache reads and writes apart from the input (Anthropic), cache reads and cache
+writes (5-minute writes). Add your own models' prices here; a model not listed gets no cost
+(None), never a guessed one, and cache tokens of a model without their prices are not
+priced."""
 
 
-def cost_of(model: str | None, input_tokens: int, output_tokens: int) -> float | None:
+def cost_of(
+    model: str | None,
+    input_tokens: int,
+    output_tokens: int,
+    cache_read_tokens: int = 0,
+    cache_write_tokens: int = 0,
+) -> float | None:
     """The USD cost of these tokens on `model`, or None when its price is not in `PRICES`."""
     if not model:
         return None
     known = [name for name in PRICES if model.startswith(name)]
     if not known:
         return None
-    per_in, per_out = PRICES[max(known, key=len)]
-    return round((input_tokens * per_in + output_tokens * per_out) / 1_000_000, 8)
+    per_in, per_out, *cached = PRICES[max(known, key=len)]
+    total = input_tokens * per_in + output_tokens * per_out
+    if len(cached) == 2:
+        total += cache_read_tokens * cached[0] + cache_write_tokens * cached[1]
+    return round(total / 1_000_000, 8)
 
 
 def _start(text: str | None) -> str | None:
@@ -70,7 +85,13 @@ def summary_of(memory: AgentMemory, model: str | None = None) -> RunSummary:
         steps=memory.step,
         input_tokens=usage.input_tokens,
         output_tokens=usage.output_tokens,
-        cost=cost_of(name, usage.input_tokens, usage.output_tokens),
+        cost=cost_of(
+            name,
+            usage.input_tokens,
+            usage.output_tokens,
+            usage.cache_read_tokens,
+            usage.cache_write_tokens,
+        ),
         model=name,
         answer=_start(memory.final_answer),
         error=_start(memory.error),

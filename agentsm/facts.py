@@ -25,6 +25,7 @@ from .types import (
     LlmResponse,
     McpServerSpec,
     ParentCall,
+    ReasoningPart,
     State,
     TokenBudget,
     TokenUsage,
@@ -174,14 +175,17 @@ class ToolCallsPlanned(_Fact):
     """The calls Acting (or ParallelActing, when `parallel`) is to run, in the LLM's order.
 
     Calls the step's plan response holds are not written again: `calls` None stands for that
-    response's calls and text (`AgentMemory.offered_calls`, `offered_text`). Read through a
-    `Trace` or a replay `Recording`, `calls` and `text` are filled in (`in_full`)."""
+    response's calls, text and reasoning (`AgentMemory.offered_calls`, `offered_text`,
+    `offered_reasoning`). Read through a `Trace` or a replay `Recording`, `calls`, `text` and
+    `reasoning` are filled in (`in_full`)."""
 
     version: ClassVar[int] = 2
     kind: Literal["ToolCallsPlanned"] = "ToolCallsPlanned"
     calls: tuple[ToolCall, ...] | None = None
     parallel: bool
     text: str | None = None
+    reasoning: tuple[ReasoningPart, ...] | None = None
+    """The reasoning the model returned with these calls (None: none), sent back with them."""
 
 
 class ApprovalRequested(_Fact):

@@ -22,6 +22,7 @@ from .skills import with_skill_index
 from .types import (
     AgentConfig,
     HistoryEntry,
+    ReasoningPart,
     State,
     TokenBudget,
     TokenUsage,
@@ -72,6 +73,7 @@ class AgentMemory(BaseModel):
     planned_calls: tuple[ToolCall, ...] = ()
     parallel: bool = False
     planned_text: str | None = None
+    planned_reasoning: tuple[ReasoningPart, ...] = ()
     results: tuple[ToolResult, ...] = ()
     awaiting: tuple[int, ...] = ()
     approval_reason: str = "approval"
@@ -101,8 +103,9 @@ class AgentMemory(BaseModel):
     started: they take the places after the planned calls (see `call_at`)."""
     offered_calls: tuple[ToolCall, ...] = ()
     offered_text: str | None = None
-    """The calls and text of the step's plan response: a plan of them names them, without
-    writing them again (`ToolCallsPlanned.calls` None)."""
+    offered_reasoning: tuple[ReasoningPart, ...] = ()
+    """The calls, text and reasoning of the step's plan response: a plan of them names them,
+    without writing them again (`ToolCallsPlanned.calls` None)."""
 
     def part(self, name: str) -> Any:
         """The value of the user-declared part `name` (see `AgentBuilder.fact`)."""
@@ -229,7 +232,11 @@ class AgentMemory(BaseModel):
 
     def build_messages(self) -> list[dict[str, Any]]:
         """A provider-neutral conversation: system prompt, task, then each step's tool calls
-        (one assistant turn with call ids) and their results; `[SUMMARY]` as readable context."""
+        (one assistant turn with call ids) and their results; `[SUMMARY]` as readable context.
+
+        An assistant turn whose response came with reasoning has it under `reasoning`, a list
+        of `ReasoningPart`s as JSON (kind, text, provider, native), in the order returned: a
+        caller sends back the `native` form of the parts its own provider made."""
         messages: list[dict[str, Any]] = []
         if self.system_prompt:
             messages.append({"role": "system", "content": self.system_prompt})
@@ -282,15 +289,16 @@ class AgentMemory(BaseModel):
 def _flush_turn(turn: list[HistoryEntry], messages: list[dict[str, Any]]) -> None:
     if not turn:
         return
-    messages.append(
-        {
-            "role": "assistant",
-            "content": turn[0].text,
-            "tool_calls": [
-                {"id": e.tool.id, "name": e.tool.name, "arguments": thaw(e.tool.args)} for e in turn
-            ],
-        }
-    )
+    said: dict[str, Any] = {
+        "role": "assistant",
+        "content": turn[0].text,
+        "tool_calls": [
+            {"id": e.tool.id, "name": e.tool.name, "arguments": thaw(e.tool.args)} for e in turn
+        ],
+    }
+    if turn[0].reasoning:
+        said["reasoning"] = [part.model_dump(mode="json") for part in turn[0].reasoning]
+    messages.append(said)
     for e in turn:
         messages.append(
             {
@@ -343,7 +351,10 @@ def in_full(fact: Any, memory: AgentMemory) -> Any:
 def _plan_in_full(fact: f.ToolCallsPlanned, memory: AgentMemory) -> Any:
     if fact.calls is not None:
         return fact
-    return fact.model_copy(update={"calls": memory.offered_calls, "text": memory.offered_text})
+    update: dict[str, Any] = {"calls": memory.offered_calls, "text": memory.offered_text}
+    if memory.offered_reasoning:
+        update["reasoning"] = memory.offered_reasoning
+    return fact.model_copy(update=update)
 
 
 def _observation_in_full(fact: f.ObservationCommitted, memory: AgentMemory) -> Any:
@@ -375,9 +386,11 @@ def _call_in_full(fact: f.ToolCallStarted | f.ToolExecuted, memory: AgentMemory)
 
 def committed_entries(memory: AgentMemory, places: Iterable[int]) -> tuple[HistoryEntry, ...]:
     """The history entries the step's results at `places` become, in that order: each
-    result's call and observation, the plan's text on the first (what Observing commits)."""
+    result's call and observation, the plan's text and reasoning on the first (what Observing
+    commits)."""
     by_place = {r.index: r for r in memory.results}
     text = memory.planned_text
+    reasoning = memory.planned_reasoning
     made = []
     for place in places:
         result = by_place.get(place)
@@ -392,9 +405,10 @@ def committed_entries(memory: AgentMemory, places: Iterable[int]) -> tuple[Histo
                 observation=result.observation,
                 success=result.success,
                 text=text,
+                reasoning=reasoning,
             )
         )
-        text = None
+        text, reasoning = None, ()
     return tuple(made)
 
 
@@ -430,8 +444,9 @@ def _plan_as_stored(fact: f.ToolCallsPlanned, memory: AgentMemory) -> Any:
         fact.calls
         and (fact.calls is offered or same_json(fact.calls, offered))
         and fact.text == memory.offered_text
+        and same_json(fact.reasoning or (), memory.offered_reasoning)
     ):
-        return fact.model_copy(update={"calls": None, "text": None})
+        return fact.model_copy(update={"calls": None, "text": None, "reasoning": None})
     return fact
 
 

@@ -10,6 +10,7 @@ __all__ = [
     "AgentOutput",
     "ApprovalNeeded",
     "FinalAnswer",
+    "ReasoningDelta",
     "RunErrored",
     "TextDelta",
     "TextRetracted",
@@ -53,13 +54,23 @@ class TextDelta:
 
 
 @dataclass(frozen=True)
+class ReasoningDelta:
+    """A fragment of the model's reasoning, as a streaming provider delivers it: `kind` is
+    "thinking" or "summary" (see `ReasoningPart`). It is not part of the answer."""
+
+    text: str
+    kind: str = "thinking"
+
+
+@dataclass(frozen=True)
 class TextRetracted:
-    """The text streamed since the LLM call began (`text`) is void: the attempt failed (a cut
-    connection, an overload) and the call is retried or fails. Discard it; a retry streams the
-    answer again from its start."""
+    """The text streamed since the LLM call began (`text`, and `reasoning` of the reasoning
+    deltas) is void: the attempt failed (a cut connection, an overload) and the call is retried
+    or fails. Discard it; a retry streams the answer again from its start."""
 
     text: str
     reason: str
+    reasoning: str = ""
 
 
 @dataclass(frozen=True)
@@ -88,6 +99,7 @@ AgentOutput = (
     | ToolStarted
     | ToolFinished
     | TextDelta
+    | ReasoningDelta
     | TextRetracted
     | FinalAnswer
     | RunErrored

@@ -75,6 +75,8 @@ def _(fact: f.LlmResponded, memory: AgentMemory) -> AgentMemory:
     if fact.purpose == "plan":  # what a plan of these very calls names (ToolCallsPlanned)
         update["offered_calls"] = fact.response.calls
         update["offered_text"] = fact.response.content
+        if fact.response.reasoning or memory.offered_reasoning:
+            update["offered_reasoning"] = fact.response.reasoning
     if fact.response.usage is not None:
         update["total_usage"] = memory.total_usage + fact.response.usage
     if fact.purpose == "plan" and fact.response.confidence != memory.confidence_score:
@@ -99,12 +101,14 @@ def _(fact: f.ToolsRejected, memory: AgentMemory) -> AgentMemory:
 @_reduce.register
 def _(fact: f.ToolCallsPlanned, memory: AgentMemory) -> AgentMemory:
     named = fact.calls is None  # the plan response's calls and text, not written again
+    reasoning = memory.offered_reasoning if named else fact.reasoning or ()
     return _evolve(
         memory,
         {
             "planned_calls": memory.offered_calls if named else fact.calls,
             "parallel": fact.parallel,
             "planned_text": memory.offered_text if named else fact.text,
+            "planned_reasoning": reasoning,
             "results": (),
             "decisions": (),
             "awaiting": (),
@@ -226,9 +230,11 @@ def _(fact: f.ObservationCommitted, memory: AgentMemory) -> AgentMemory:
             "history_digest": _chain(memory.history_digest, entries),
             "offered_calls": (),
             "offered_text": None,
+            "offered_reasoning": (),
             "planned_calls": (),
             "parallel": False,
             "planned_text": None,
+            "planned_reasoning": (),
             "results": (),
             "rejected": (),
             "refused_answers": (),

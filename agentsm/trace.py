@@ -20,7 +20,7 @@ from .facts import FACTS, Fact
 from .memory import AgentMemory, apply, in_full, initial_memory
 from .reducers import keeps_memory
 from .tables import Column, render_table, styles_wanted, terminal_width
-from .types import State, as_state
+from .types import ReasoningPart, State, TokenUsage, as_state
 
 __all__ = [
     "TRACE_COLUMNS",
@@ -428,6 +428,27 @@ def _short(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def _reasoning(parts: tuple[ReasoningPart, ...]) -> str:
+    """The start of a response's reasoning, as `summarize` puts it before the response."""
+    if not parts:
+        return ""
+    text = " ".join(p.text for p in parts if p.text)
+    hidden = sum(1 for p in parts if not p.text)
+    redacted = f"{hidden} redacted" if hidden else ""
+    shown = f"{_short(text, 50)!r}{' + ' if redacted else ''}" if text else ""
+    return f"thought {shown}{redacted}; "
+
+
+def _cached(usage: TokenUsage) -> str:
+    """The prompt-cache reads and writes of a response's usage, if it had any."""
+    counts = [
+        f"{name} {n}"
+        for name, n in (("read", usage.cache_read_tokens), ("written", usage.cache_write_tokens))
+        if n
+    ]
+    return f" (cache {', '.join(counts)})" if counts else ""
+
+
 def summarize(fact: Fact) -> str:
     """One line saying what a fact records."""
     match fact:
@@ -447,11 +468,12 @@ def summarize(fact: Fact) -> str:
             return f"{fact.purpose} model={fact.model or '(default)'} tools={len(fact.tools)}"
         case f.LlmResponded():
             r = fact.response
-            usage = f" tokens={r.usage.total_tokens}" if r.usage else ""
+            usage = f" tokens={r.usage.total_tokens}{_cached(r.usage)}" if r.usage else ""
+            thought = _reasoning(r.reasoning)
             if r.is_final:
-                return f"answer {_short(r.content or '')!r}{usage}"
+                return f"{thought}answer {_short(r.content or '')!r}{usage}"
             calls = ", ".join(f"{c.name}({_short(c.args, 30)})" for c in r.calls)
-            return f"calls {calls} confidence={r.confidence}{usage}"
+            return f"{thought}calls {calls} confidence={r.confidence}{usage}"
         case f.LlmFailed():
             return f"{fact.purpose} {fact.error_type}: {_short(fact.message)}"
         case f.ConfidenceLow():

@@ -6,7 +6,14 @@ import uuid
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 
 from .frozen import FrozenDict, JsonObject
 
@@ -17,6 +24,7 @@ __all__ = [
     "LlmResponse",
     "ParentCall",
     "McpServerSpec",
+    "ReasoningPart",
     "State",
     "TokenBudget",
     "TokenUsage",
@@ -98,6 +106,36 @@ class TokenUsage(_Frozen):
         )
 
 
+class ReasoningPart(_Frozen):
+    """A piece of the reasoning a model returned with its answer, recorded with it.
+
+    `kind` and `text` are for display: "thinking" (the model's thinking text), "summary" (a
+    summary of hidden reasoning) or "redacted" (encrypted, no text). `native` is the exact
+    object the provider returned (an Anthropic `thinking` block with its `signature`, a
+    `redacted_thinking` block, an OpenAI reasoning item with `encrypted_content`, ...), which
+    later requests must send back unchanged; `provider` names the API whose wire format it is
+    in (e.g. "anthropic"), so that a caller sends back only the parts its own API made.
+    """
+
+    kind: Literal["thinking", "summary", "redacted"] = "thinking"
+    text: str = ""
+    provider: str = ""
+    native: JsonObject = Field(default_factory=FrozenDict)
+
+    def __repr__(self) -> str:
+        shown = self.text if len(self.text) <= 40 else self.text[:39] + "…"
+        return f"ReasoningPart({self.kind}, {shown!r}, provider={self.provider!r})"
+
+
+def _without_empty_reasoning(model: BaseModel, handler: SerializerFunctionWrapHandler) -> Any:
+    """The model as its fields give it, with `reasoning` left out when there is none: a value
+    without reasoning is written (and digested) exactly as before reasoning was recorded."""
+    data = handler(model)
+    if not model.__dict__["reasoning"] and isinstance(data, dict):
+        data.pop("reasoning", None)
+    return data
+
+
 class TokenBudget(_Frozen):
     """A ceiling on the tokens a run may spend; checked before every LLM call."""
 
@@ -110,6 +148,7 @@ class LlmResponse(_Frozen):
     `content` is the final answer when there are no calls, or the text that came with them.
     `stop_reason` is what the provider said (e.g. "max_tokens" when the answer was cut off);
     `model` and `system_fingerprint` are what the server says answered (None when unknown).
+    `reasoning` is what the model returned of its reasoning, in order (see `ReasoningPart`).
     """
 
     calls: tuple[ToolCall, ...] = ()
@@ -119,6 +158,11 @@ class LlmResponse(_Frozen):
     stop_reason: str | None = None
     model: str | None = None
     system_fingerprint: str | None = None
+    reasoning: tuple[ReasoningPart, ...] = ()
+
+    @model_serializer(mode="wrap")
+    def _serialize(self, handler: SerializerFunctionWrapHandler) -> Any:
+        return _without_empty_reasoning(self, handler)
 
     @classmethod
     def tool_call(
@@ -180,7 +224,8 @@ class HistoryEntry(_Frozen):
     """A completed tool call and what came of it; the LLM sees every entry on its next call.
 
     Entries of one planning step form one assistant turn. `text` is what the LLM said alongside
-    its calls. A `[SUMMARY]` entry stands for history compressed by reflection.
+    its calls, and `reasoning` the reasoning it returned with them (both on the turn's first
+    entry). A `[SUMMARY]` entry stands for history compressed by reflection.
     """
 
     step: int
@@ -188,6 +233,11 @@ class HistoryEntry(_Frozen):
     observation: str
     success: bool
     text: str | None = None
+    reasoning: tuple[ReasoningPart, ...] = ()
+
+    @model_serializer(mode="wrap")
+    def _serialize(self, handler: SerializerFunctionWrapHandler) -> Any:
+        return _without_empty_reasoning(self, handler)
 
     @property
     def is_summary(self) -> bool:

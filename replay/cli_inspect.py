@@ -145,6 +145,10 @@ def memory(run: str, at: int | None, messages: bool, as_json: bool) -> None:
         lines: list[str] = [out(head, "bold")]
         for m in sent:
             lines.append(out(f"[{m['role']}]", "cyan"))
+            for part in m.get("reasoning") or ():
+                said = printable(part["text"], lines=True) if part["text"] else "(no text)"
+                whose = printable(part["provider"] or "any")
+                lines.append(out(f"({part['kind']}, {whose}) {said}", "dim"))
             if m.get("content"):
                 lines.append(printable(m["content"], lines=True))
             for call in m.get("tool_calls", []) or []:

@@ -344,16 +344,25 @@ def _stats(store: EventStore, since: float | None) -> dict[str, Any]:
     errors: Counter[str] = Counter()
     durations: dict[str, list[float]] = {}
     wanted = ("ToolExecuted", "RunFailed", "RunAborted", "LlmFailed")
+    whole = (*_NAMING, "JudgeAnswered")  # read for whole runs, as their summaries count
     if isinstance(store, Searchable):  # one pass over the log
-        events = store.events_of(wanted, since=since) + store.events_of(_NAMING)
+        events = store.events_of(wanted, since=since) + store.events_of(whole)
         events.sort(key=lambda e: (e.run_id, e.seq))
     else:
-        events = [e for r in records for e in store.read(r.run_id) if e.kind in wanted + _NAMING]
+        events = [e for r in records for e in store.read(r.run_id) if e.kind in wanted + whole]
     names: dict[str, tuple[list[str], list[str], list[str]]] = {}  # per run: the response's
     # tools, the plan's, the handlers' own
+    counted = {r.run_id for r in records}
+    cached = Counter[str]()  # prompt-cache reads and writes of the runs counted
     for event in events:
-        if event.kind in _NAMING:
-            _follow_names(names.setdefault(event.run_id, ([], [], [])), decode(event))
+        if event.kind in whole:
+            named = decode(event)
+            usage = getattr(getattr(named, "response", None), "usage", None)
+            if usage is not None and event.run_id in counted:
+                cached["read"] += usage.cache_read_tokens
+                cached["write"] += usage.cache_write_tokens
+            if event.kind in _NAMING:
+                _follow_names(names.setdefault(event.run_id, ([], [], [])), named)
             continue
         if since is not None and event.recorded_at < since:
             continue
@@ -387,6 +396,8 @@ def _stats(store: EventStore, since: float | None) -> dict[str, Any]:
         "model": dict(Counter(r.summary.model or "(default)" for r in records).most_common()),
         "input_tokens": sum(r.summary.input_tokens for r in records),
         "output_tokens": sum(r.summary.output_tokens for r in records),
+        "cache_read_tokens": cached["read"],
+        "cache_write_tokens": cached["write"],
         "cost": round(sum(costs), 6) if costs else None,
         "tools": {n: {"calls": c, "failures": failures[n]} for n, c in tools.most_common()},
         "errors": dict(errors.most_common()),
@@ -404,8 +415,8 @@ def _stats(store: EventStore, since: float | None) -> dict[str, Any]:
 @click.option("--json", "as_json", is_flag=True, help="the figures as one JSON object")
 @common
 def stats(since: str | None, as_json: bool) -> None:
-    """What happened over a time window: runs by status and model, tokens and cost, tool calls
-    and failures, error classes, and the slowest tools."""
+    """What happened over a time window: runs by status and model, tokens (prompt-cache reads
+    and writes apart) and cost, tool calls and failures, error classes, and the slowest tools."""
     figures = _stats(open_log(), parse_since(since))
     if as_json:
         click.echo(json.dumps(figures, indent=2))
@@ -420,9 +431,11 @@ def stats(since: str | None, as_json: bool) -> None:
     counts("status", figures["status"])
     counts("model", figures["model"])
     cost = f", cost ${figures['cost']:.4f}" if figures["cost"] is not None else ""
+    read, written = figures["cache_read_tokens"], figures["cache_write_tokens"]
+    cache = f"; cache read {read}, written {written}" if read or written else ""
     lines.append(
         f"tokens: {figures['input_tokens'] + figures['output_tokens']} "
-        f"(in {figures['input_tokens']}, out {figures['output_tokens']}){cost}"
+        f"(in {figures['input_tokens']}, out {figures['output_tokens']}{cache}){cost}"
     )
     tools = {
         n: f"{plural(t['calls'], 'call')}" + (f" ({t['failures']} failed)" if t["failures"] else "")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .base import LlmCaller, emit_text
+from .base import LlmCaller, emit_reasoning, emit_text
 from .errors import (
     AuthenticationFailed,
     BadRequest,
@@ -43,6 +43,7 @@ __all__ = [
     "RateLimited",
     "RetryPolicy",
     "ServerError",
+    "emit_reasoning",
     "emit_text",
 ]
 

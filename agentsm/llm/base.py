@@ -6,14 +6,14 @@ import contextvars
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from ..outputs import AgentOutput, TextDelta, TextRetracted
+from ..outputs import AgentOutput, ReasoningDelta, TextDelta, TextRetracted
 
 if TYPE_CHECKING:
     from ..memory import AgentMemory
     from ..tools import ToolRegistry
     from ..types import LlmResponse
 
-__all__ = ["LlmCaller", "emit_text", "llm_settings"]
+__all__ = ["LlmCaller", "emit_reasoning", "emit_text", "llm_settings"]
 
 
 @runtime_checkable
@@ -50,8 +50,17 @@ def emit_text(delta: str) -> None:
         sink(TextDelta(delta))
 
 
-def retract_text(text: str, reason: str) -> None:
-    """Tell `engine.stream()` that `text`, streamed by an attempt that then failed, is void."""
+def emit_reasoning(delta: str, kind: str = "thinking") -> None:
+    """Pass a streamed fragment of the model's reasoning to `engine.stream()` as it arrives
+    (no-op elsewhere)."""
     sink = _text_sink.get()
-    if sink is not None and text:
-        sink(TextRetracted(text, reason))
+    if sink is not None and delta:
+        sink(ReasoningDelta(delta, kind))
+
+
+def retract_text(text: str, reason: str, reasoning: str = "") -> None:
+    """Tell `engine.stream()` that `text` (and `reasoning`), streamed by an attempt that then
+    failed, is void."""
+    sink = _text_sink.get()
+    if sink is not None and (text or reasoning):
+        sink(TextRetracted(text, reason, reasoning))

@@ -7,11 +7,12 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from ..errors import BuildError
 from ..types import LlmResponse, TokenUsage, ToolCall
 from ._common import parse_arguments, tool_call
 from .base import emit_text
 from .errors import MalformedResponse
-from .provider import ProviderCaller
+from .provider import ProviderCaller, Thinking
 
 if TYPE_CHECKING:
     from ..memory import AgentMemory
@@ -82,7 +83,9 @@ class OpenAiCaller(ProviderCaller):
     `api_key` defaults to $OPENAI_API_KEY (needed for api.openai.com; a `base_url` server may
     take any key). `stream=True` passes text to `engine.stream()` as it arrives. Request
     settings: `temperature`, `top_p`, `seed`, `max_tokens`, `tool_choice` ("auto", "none",
-    "required" or a tool name), `parallel_tool_calls`, and `extra_body` for any other field.
+    "required" or a tool name), `parallel_tool_calls`, `thinking` (sent as `reasoning_effort`:
+    "low", "medium", "high", or any effort the server takes, such as "minimal"; a dict is
+    merged into the request as the server's own fields), and `extra_body` for any other field.
     Retries follow `retry` (or `max_retries`); `timeout` bounds each HTTP request, in seconds.
     """
 
@@ -93,6 +96,7 @@ class OpenAiCaller(ProviderCaller):
     default_base_url = "https://api.openai.com/v1"
     fallback_model = DEFAULT_OPENAI_MODEL
     key_required_with_base_url = False  # a compatible server may take any key
+    supports_thinking = True
 
     def __init__(
         self, *, max_tokens: int | None = None, seed: int | None = None, **options: Any
@@ -103,6 +107,16 @@ class OpenAiCaller(ProviderCaller):
 
     def _settings(self) -> dict[str, Any]:
         return {**super()._settings(), "seed": self.seed, "max_tokens": self.max_tokens}
+
+    def _checked_thinking(self, thinking: Thinking | None) -> str | int | dict[str, Any] | None:
+        if isinstance(thinking, str) and thinking.strip():
+            return thinking  # the server's own effort ("minimal", "none", ...) as well
+        if isinstance(thinking, int) and not isinstance(thinking, bool):
+            raise BuildError(
+                f"thinking={thinking} is a token budget, and Chat Completions takes an effort: "
+                "thinking='low', 'medium' or 'high'."
+            )
+        return super()._checked_thinking(thinking)
 
     def _make_client(self) -> Any:
         import openai
@@ -125,6 +139,10 @@ class OpenAiCaller(ProviderCaller):
                 request["tool_choice"] = _openai_tool_choice(self.tool_choice)
             if self.parallel_tool_calls is not None:
                 request["parallel_tool_calls"] = self.parallel_tool_calls
+        if isinstance(self.thinking, str):
+            request["reasoning_effort"] = self.thinking
+        elif isinstance(self.thinking, dict):
+            request.update(self.thinking)
         return request
 
     async def _plain(self, client: Any, request: dict[str, Any]) -> LlmResponse:

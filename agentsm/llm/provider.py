@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 from ..errors import BuildError
-from ..outputs import AgentOutput, TextDelta
+from ..outputs import AgentOutput, ReasoningDelta, TextDelta
 from ._clients import LoopClients
 from ._common import env_key, require_key_now
 from .base import _text_sink, retract_text
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from ..tools import ToolRegistry
     from ..types import LlmResponse
 
-__all__ = ["DEFAULT_TIMEOUT", "ProviderCaller"]
+__all__ = ["DEFAULT_TIMEOUT", "THINKING_LEVELS", "ProviderCaller", "Thinking"]
 
 DEFAULT_TIMEOUT = 600.0
 """Seconds one HTTP request may take (the SDKs' own default): room for slow local servers
@@ -30,6 +30,12 @@ DEFAULT_TIMEOUT = 600.0
 bounded by `AgentConfig.llm_deadline`."""
 
 ToolChoice = str | Mapping[str, Any]
+
+Thinking = str | int | Mapping[str, Any]
+"""How much the model may reason before it answers: "low", "medium" or "high", a token
+budget, or the provider's own object (see each caller)."""
+
+THINKING_LEVELS = ("low", "medium", "high")
 
 
 class ProviderCaller:
@@ -48,6 +54,8 @@ class ProviderCaller:
     default_base_url: ClassVar[str]
     fallback_model: ClassVar[str]
     key_required_with_base_url: ClassVar[bool] = True
+    supports_thinking: ClassVar[bool] = False
+    """Whether this caller takes `thinking=` (it says how it maps it)."""
 
     def __init__(
         self,
@@ -64,6 +72,7 @@ class ProviderCaller:
         tool_choice: ToolChoice | None = None,
         parallel_tool_calls: bool | None = None,
         extra_body: Mapping[str, Any] | None = None,
+        thinking: Thinking | None = None,
     ) -> None:
         self._api_key = api_key
         self.base_url = base_url
@@ -76,6 +85,7 @@ class ProviderCaller:
         self.tool_choice = _tool_choice(tool_choice)
         self.parallel_tool_calls = parallel_tool_calls
         self.extra_body = _json_object(extra_body or {}, "extra_body")
+        self.thinking = self._checked_thinking(thinking)
         self._clients: LoopClients[Any] = LoopClients(self._make_client, _close_client)
 
     @classmethod
@@ -101,7 +111,27 @@ class ProviderCaller:
             "top_p": self.top_p,
             "tool_choice": self.tool_choice,
             "parallel_tool_calls": self.parallel_tool_calls,
+            "thinking": self.thinking,
         }
+
+    def _checked_thinking(self, thinking: Thinking | None) -> str | int | dict[str, Any] | None:
+        """`thinking` as given, checked: a level, a positive token budget or a JSON object
+        (BuildError otherwise, and for a caller that does not take it)."""
+        if thinking is None:
+            return None
+        name = type(self).__name__
+        if not self.supports_thinking:
+            raise BuildError(f"{name} does not take thinking=; leave it out.")
+        if isinstance(thinking, str) and thinking in THINKING_LEVELS:
+            return thinking
+        if isinstance(thinking, int) and not isinstance(thinking, bool) and thinking > 0:
+            return thinking
+        if isinstance(thinking, Mapping):
+            return _json_object(thinking, "thinking")
+        raise BuildError(
+            f"thinking={thinking!r} is not a level ('low', 'medium', 'high'), a positive "
+            f"token budget, or a dict in the provider's own format; {name} takes one of these."
+        )
 
     @property
     def endpoint(self) -> str:
@@ -134,10 +164,13 @@ class ProviderCaller:
         if outer is None:
             return await self._streamed(client, request)
         shown: list[str] = []
+        thought: list[str] = []
 
         def sink(output: AgentOutput) -> None:
             if isinstance(output, TextDelta):
                 shown.append(output.text)
+            elif isinstance(output, ReasoningDelta):
+                thought.append(output.text)
             outer(output)
 
         token = _text_sink.set(sink)
@@ -148,9 +181,10 @@ class ProviderCaller:
         finally:
             _text_sink.reset(token)
         if isinstance(error, Exception):
-            retract_text("".join(shown), str(self._classify(error)))
+            why = str(self._classify(error))
         else:
-            retract_text("".join(shown), f"the call was abandoned ({type(error).__name__})")
+            why = f"the call was abandoned ({type(error).__name__})"
+        retract_text("".join(shown), why, "".join(thought))
         raise error
 
     async def _create(

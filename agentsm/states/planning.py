@@ -151,13 +151,19 @@ class PlanningState:
                         observation=text,
                         success=False,
                         text=response.content if not entries else None,
+                        reasoning=response.reasoning if not entries else (),
                     )
                 )
             ctx.record(f.ToolsRejected(entries=tuple(entries)))
             return Event.ToolBlacklisted
         parallel = len(response.calls) > 1 and config.parallel_tools
         ctx.record(
-            f.ToolCallsPlanned(calls=response.calls, parallel=parallel, text=response.content)
+            f.ToolCallsPlanned(
+                calls=response.calls,
+                parallel=parallel,
+                text=response.content,
+                reasoning=response.reasoning or None,
+            )
         )
         calls = response.calls
         needs = tuple(i for i, c in enumerate(calls) if c.name in memory.approval_required)
