@@ -943,8 +943,18 @@ class SQLiteEventStore:
     ) -> list[tuple[int, str, int, str, str, float]]:
         """The run's events with `after < seq <= upto`, in order, as (seq, kind, version,
         payload, meta text, recorded_at) rows, nothing parsed (see `PayloadReader`)."""
+        return self._bare(run_id, after, upto, "")
+
+    def read_chained(
+        self, run_id: str, *, after: int = 0, upto: int | None = None
+    ) -> list[tuple[int, str, int, str, str, float, str | None]]:
+        """`read_payloads` with each event's hash last (None in a log from before hashes), for
+        a reader that checks the chain (`eventstore.reading.ChainedReader`)."""
+        return self._bare(run_id, after, upto, ", hash" if self._hashed() else ", NULL")
+
+    def _bare(self, run_id: str, after: int, upto: int | None, more: str) -> list[Any]:
         sql = (
-            "SELECT seq, kind, version, payload, meta, recorded_at FROM events "
+            f"SELECT seq, kind, version, payload, meta, recorded_at{more} FROM events "
             "WHERE run_id = ? AND seq > ?"
         )
         args: tuple[Any, ...] = (run_id, after)
