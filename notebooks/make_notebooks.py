@@ -187,8 +187,10 @@ TIME_TRAVEL = [
     md("""
 # 3. Time travel and branching
 
-Look at a run's memory at any point, branch the run at a point with another LLM answer, and
-compare the branches: facts, tokens, outcome.
+Look at a run's memory at any point, branch the run at a point with another LLM answer or tool
+result, and compare the branches: facts, tokens, outcome. A branch reuses a recorded LLM response
+or tool result only where it makes the same request at the same place; elsewhere it goes live
+where you allow it (`llm=`, `live_tools=True`), or stops there and says what it would need.
 """),
     code("""
 %matplotlib inline
@@ -211,19 +213,59 @@ for seq in (6, 20, 29, 45):
 short = branch_run("branches.db", run_id, at=26, llm_response=LlmResponse.final_answer(
     "Paris is the capital; about 2.1 million people live on its 105.4 km².",
     usage=TokenUsage(input_tokens=640, output_tokens=30)))
-print(diff_runs(engine.store, run_id, short))
+print(short)
+print(diff_runs(engine.store, run_id, short.run_id))
 """),
-    md("A second branch, earlier, where the population search returns something else:"),
+    md("""
+Seq 26 is inside a step, so the branch starts after seq 24, the last complete transition, and says
+so. A second branch, earlier, where the population search returns something else. The recorded
+area search is the same call at the same place, so its result is reused; the next LLM request
+holds the new figure, and the recorded answer was given to another request: without a live LLM
+the branch stops there, status `stopped`, and says what it needs.
+"""),
     code("""
+stopped = branch_run("branches.db", run_id, at=17, tool_result="About 11 million people live in greater Paris.")
+print(stopped)
+"""),
+    md("""
+Give it an LLM that reads what the tools said (a stand-in for a real model: yours is `llm=`), and
+let the agent's tools run where the recording has no result for the call (`live_tools=True`, with
+the builder that has them). The calculator now runs live on the new figure, and the answer is
+made from it:
+"""),
+    code("""
+import re
+
+
+def number(text):
+    value, million = re.search(r"(\\d[\\d,.]*)\\s*(million)?", text).groups()
+    return float(value.replace(",", "")) * (1e6 if million else 1)
+
+
+class Reader:
+    \"\"\"Reads the figures the searches returned, divides them with the calculator, answers.\"\"\"
+
+    async def call(self, memory, tools, model):
+        said = {e.tool.args.get("query", e.tool.name): e.observation for e in memory.history}
+        people, area = number(said["population of Paris"]), number(said["area of Paris"])
+        if "calculator" not in said:
+            return LlmResponse.tool_call("calculator", {"expression": f"{people:.0f} / {area}"})
+        density = number(said["calculator"])
+        return LlmResponse.final_answer(
+            f"About {people:,.0f} people live on {area} km²: roughly {density:,.0f} per km².")
+
+
 other = branch_run("branches.db", run_id, at=17, tool_result="About 11 million people live in greater Paris.",
-                   builder=demo_agent)
-print(diff_runs(engine.store, run_id, other))
+                   llm=Reader(), builder=demo_agent, live_tools=True)
+print(other)
+print(diff_runs(engine.store, run_id, other.run_id))
 """),
     md("The family, and where each branch parted:"),
     code("""
 from agentsm.pictures import family_tree
 
-family_tree(engine.store, run_id, {short: "answered early", other: "another population figure"})
+family_tree(engine.store, run_id, {short.run_id: "answered early", stopped.run_id: "needs a live LLM",
+                                   other.run_id: "another population figure"})
 """),
     md(
         "And the original run's timeline: the state at every fact, tool calls, tokens per LLM call, durations:"

@@ -6,8 +6,9 @@ that. (OpenTelemetry export is `replay.otel`, with the `otel` extra.)"""
 from agentsm.facts import Candidate
 
 from .bestof import Variant, abest_of, best_of, judge_again
-from .branching import branch_run
+from .branching import BranchResult, branch_run
 from .branchnotes import UnusedChange
+from .branchsources import BranchEffect, LiveNeeded
 from .copying import CopyReport, copy_runs
 from .diffing import RunDiff, diff_runs
 from .effects import (
@@ -27,6 +28,7 @@ from .errors import (
     ImportRefused,
     ReplayError,
     SeqOutOfRange,
+    UnknownThread,
     UsageError,
 )
 from .judgement import BestOf, judgements, load_best_of
@@ -37,6 +39,7 @@ from .replaying import assert_replays, replay_run
 from .report import Divergence, ReplayReport
 from .resuming import decide, pending_requests, resume_run
 from .tail import LiveFact, follow
+from .threads import ThreadBranched, ThreadReplay, branch_thread, replay_thread
 from .timetravel import Moment, memory_at, moments
 from .transfer import export_run, import_runs
 from .worker import Worker, WorkResult
@@ -44,6 +47,8 @@ from .worker import Worker, WorkResult
 __all__ = [
     "BestOf",
     "BestOfError",
+    "BranchEffect",
+    "BranchResult",
     "BuilderRequired",
     "Candidate",
     "ChoiceRefused",
@@ -53,6 +58,7 @@ __all__ = [
     "ExportRefused",
     "ImportRefused",
     "LiveFact",
+    "LiveNeeded",
     "LlmJudge",
     "Moment",
     "RecordedDecisions",
@@ -66,6 +72,9 @@ __all__ = [
     "ReplayedCrash",
     "RunDiff",
     "SeqOutOfRange",
+    "ThreadBranched",
+    "ThreadReplay",
+    "UnknownThread",
     "UnusedChange",
     "UsageError",
     "Variant",
@@ -76,6 +85,7 @@ __all__ = [
     "assert_replays",
     "best_of",
     "branch_run",
+    "branch_thread",
     "copy_runs",
     "decide",
     "diff_runs",
@@ -90,5 +100,6 @@ __all__ = [
     "pending_requests",
     "replay_judgement",
     "replay_run",
+    "replay_thread",
     "resume_run",
 ]

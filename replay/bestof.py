@@ -35,7 +35,8 @@ class Variant:
     """One way to go on from the branch point: `llm` answers every later call, `model` is the
     model it is asked for, `config` replaces the configuration (an AgentConfig, or a mapping of
     the fields to change), `answer` is the next LLM response (a final answer's text, or an
-    LlmResponse). Nothing given: the parent's recorded responses answer, as in `branch_run`."""
+    LlmResponse). Nothing given: the parent's recorded responses answer where the branch's
+    requests are the same, as in `branch_run` (a branch that needs a live LLM stops)."""
 
     llm: LlmCaller | None = None
     model: str | None = None
@@ -67,7 +68,7 @@ def best_of(
     *,
     builder: Builder | None = None,
     llm: LlmCaller | None = None,
-    live_tools: bool = True,
+    live_tools: bool = False,
     judgement_id: str | None = None,
 ) -> BestOf:
     """Branch run `run_id` at seq `at` once per variant, run the branches concurrently, and
@@ -96,13 +97,14 @@ async def abest_of(
     *,
     builder: Builder | None = None,
     llm: LlmCaller | None = None,
-    live_tools: bool = True,
+    live_tools: bool = False,
     judgement_id: str | None = None,
 ) -> BestOf:
     """Best of N for async code. Each variant becomes a branch of the run at `at` (as
-    `branch_run` makes them: the parent's recorded tools and decisions by position, the
-    builder's for the rest); the branches' engines run together (`asyncio.gather`). A branch
-    that fails (an LLM error, max steps, a crash) is a candidate that lost. Then `judge` (a
+    `branch_run` makes them: the parent's recorded results for the same requests at the same
+    places, the builder's tools for other calls with `live_tools`, else the branch stops);
+    the branches' engines run together (`asyncio.gather`). A branch that fails (an LLM error,
+    max steps, a crash) or stops (it needed a live effect) is a candidate that lost. Then `judge` (a
     function of the candidates, an `LlmJudge`, or an LLM caller) picks among those that
     finished, in a judgement run of its own that records the candidates, the judge's prompt
     and answer, and the pick. A variant's LLM: its own `llm`, else `llm`, else (when it names

@@ -1,5 +1,6 @@
 """What a branch's own log says about the changes it was asked for: a change that nothing after
-the branch point used leaves the branch a copy of its parent, and the user is told so."""
+the branch point used leaves the branch a copy of its parent, an answer given may be refused,
+a branch point may move; the user is told so."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from collections.abc import Sequence
 from agentsm import facts as f
 from agentsm.trace import TraceEntry
 
-__all__ = ["UnusedChange", "unused_changes"]
+__all__ = ["UnusedChange", "moved_point", "refused_answers", "unused_changes"]
 
 
 class UnusedChange(UserWarning):
@@ -51,3 +52,20 @@ def unused_changes(run_id: str, entries: Sequence[TraceEntry], changes: Sequence
             "given was never used; branch before the tool call whose result you want to change."
         )
     return notes
+
+
+def refused_answers(entries: Sequence[TraceEntry]) -> list[str]:
+    """One sentence per answer the branch refused after its point (too short, ...), and why."""
+    return [
+        f"the answer at seq {e.seq} was refused ({e.fact.reason}): {e.fact.content[:60]!r}"
+        for e in _after(entries)
+        if isinstance(e.fact, f.AnswerRejected)
+    ]
+
+
+def moved_point(at: int, point: int) -> str:
+    """Why a branch asked for at seq `at` starts after seq `point` instead."""
+    return (
+        f"seq {at} asked for: a branch starts after a complete transition, and seq {point} "
+        "is the last one at or before it"
+    )

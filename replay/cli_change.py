@@ -11,11 +11,10 @@ from typing import Literal
 
 import click
 
-from agentsm import AgentFailed, HumanInputRequired, LlmResponse, ToolCall, ToolOutcome
+from agentsm import AgentFailed, HumanInputRequired, LlmResponse, ToolOutcome
 from agentsm import facts as f
-from eventstore import EventStore
 
-from .branching import branch_run
+from .branching import agent_llm, branch_run
 from .branchnotes import UnusedChange
 from .cli_common import (
     DEFAULT_DB,
@@ -37,7 +36,7 @@ from .render import printable
 from .replaying import replay_run
 from .report import ReplayReport
 from .resuming import decide, pending_requests, resume_run
-from .source import agent_of, resolve_run
+from .source import resolve_run
 from .timetravel import memory_at
 
 __all__ = ["COMMANDS"]
@@ -156,38 +155,13 @@ def replay(
     sys.exit(0 if counts["identical"] == len(runs) else 1)
 
 
-def branch_warnings(
-    store: EventStore, new_id: str, *, answered: bool, live_llm: bool, tool_result: bool = False
-) -> list[str]:
-    """What the user should know of a branch from its own log: an answer refused (and why),
-    the parent's recorded responses served after a changed answer or tool result."""
-    entries = Recording.load(store, new_id).entries
-    marks = [i for i, e in enumerate(entries) if isinstance(e.fact, f.RunBranched)]
-    after = entries[marks[-1] + 1 :] if marks else []
-    notes = []
-    for e in after:
-        if isinstance(e.fact, f.AnswerRejected):
-            notes.append(
-                f"the answer at seq {e.seq} was refused ({e.fact.reason}): "
-                f"{printable(e.fact.content[:60])!r}"
-            )
-    responses = [e for e in after if isinstance(e.fact, f.LlmResponded | f.LlmFailed)]
-    served = len(responses) - (1 if answered else 0)
-    if (answered or tool_result) and not live_llm and served > 0:
-        given = "answer" if answered else "tool result"
-        notes.append(
-            f"after the {given} given, {plural(served, 'LLM response')} came from the parent's "
-            "recording; pass --live with --builder to ask the LLM instead"
-        )
-    return notes
-
-
 @click.command(
     epilog=example(
         "agentsm branch 3f2a --at 17 --answer 'Paris.'",
         "agentsm branch 3f2a --at 12 --tool-error 'declined by the bank'",
         """agentsm branch 3f2a --at 17 --config '{"max_steps": 3}'""",
-        "agentsm branch 3f2a --at 17 --live --builder myagent:make_agent --live-tools",
+        "agentsm branch 3f2a --at 17 --tool-result '30 C' --live --builder myagent:make_agent",
+        "agentsm branch 3f2a --at 17 --live --live-tools --builder myagent:make_agent",
     )
 )
 @click.argument("run")
@@ -210,13 +184,19 @@ def branch_warnings(
 @click.option(
     "--config", metavar="JSON", help="AgentConfig fields to change (the others kept as recorded)"
 )
-@click.option("--live", is_flag=True, help="the builder's own LLM answers from the branch point on")
+@click.option(
+    "--live",
+    is_flag=True,
+    help="your LLM (--builder) answers every LLM call from the branch point on; without it a "
+    "request that differs from the parent's stops the branch",
+)
 @click.option(
     "--live-tools",
     is_flag=True,
-    help="run your real tools (with --builder) for calls the parent has no result for; "
-    "without it they get a NotRecorded error",
+    help="run your real tools (--builder) for calls the parent did not make at that place; "
+    "without it such a call stops the branch",
 )
+@click.option("--json", "as_json", is_flag=True, help="print the result as JSON")
 @builder_option
 @common
 def branch(
@@ -228,10 +208,14 @@ def branch(
     config: str | None,
     live: bool,
     live_tools: bool,
+    as_json: bool,
     builder: str | None,
 ) -> None:
     """Start a new run from a point of a run, with a change, and report what it did: its id,
-    final state and answer, and warnings. Exit 1 when the branch ends in Error."""
+    final status, state and answer, where it started (and why, when not at SEQ), then where
+    each LLM response and tool result after the point came from: given, reused from the
+    parent (the same request at the same place), live, or needed (the branch stopped there).
+    Exit 1 when the branch ends in Error, 2 when it stopped for want of --live or --live-tools."""
     response = LlmResponse.final_answer(answer) if answer is not None else None
     if tool_result is not None and tool_error is not None:
         raise UsageError("give --tool-result or --tool-error, not both: the next call has one.")
@@ -245,15 +229,10 @@ def branch(
     if config:
         recorded, _ = memory_at(store, run_id, at)
         changed = config_arg(config, recorded.config)
-    llm = None
-    if live and make is not None:
-        definition = Recording.load(store, run_id, upto=1).definition
-        agent = agent_of(store, definition, make)(definition.task)  # a sub-agent run's own
-        llm = agent.llm_caller or agent.build().llm  # without listing MCP tools, if it has one
-    ran_live: list[ToolCall] = []
+    llm = agent_llm(store, run_id, make) if live and make is not None else None
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", UnusedChange)
-        new_id = branch_run(
+        result = branch_run(
             store,
             run_id,
             at,
@@ -263,37 +242,28 @@ def branch(
             llm=llm,
             builder=make,
             live_tools=live_tools,
-            on_live_tool=ran_live.append,
         )
-    record = store.run(new_id)
-    click.echo(printable(new_id))
-    moves = [e.fact for e in Recording.load(store, new_id).entries]
-    state = next((m.to_state for m in reversed(moves) if isinstance(m, f.Transitioned)), "Idle")
-    outcome = record.summary.answer or record.summary.error or ""
-    click.echo(
-        f"  {record.shown_status} (state {printable(state)})"
-        + (f": {printable(outcome)}" if outcome else "")
-    )
-    notes = branch_warnings(
-        store,
-        new_id,
-        answered=response is not None,
-        live_llm=llm is not None,
-        tool_result=outcome_given is not None,
-    )
-    if ran_live:
-        calls = ", ".join(printable(c.name) for c in ran_live)
-        notes.append(f"{plural(len(ran_live), 'tool call')} ran live (your real tools): {calls}")
     for warning in caught:
-        if isinstance(warning.message, UnusedChange):
-            notes.append(printable(str(warning.message)))
-        else:
+        if not isinstance(warning.message, UnusedChange):  # those are the result's notes
             warnings.showwarning(
                 warning.message, warning.category, warning.filename, warning.lineno
             )
-    for note in notes:
-        click.echo(f"agentsm: warning: {note}", err=True)
-    sys.exit(1 if record.status in ("failed", "aborted") else 0)
+    if as_json:
+        click.echo(json.dumps(result.to_dict("cli"), indent=2, ensure_ascii=False))
+    else:
+        click.echo(printable(result.run_id))
+        moves = [e.fact for e in Recording.load(store, result.run_id).entries]
+        state = next((m.to_state for m in reversed(moves) if isinstance(m, f.Transitioned)), "Idle")
+        said = result.said("cli", brief=True)  # why, and what to pass: on the needed line
+        click.echo(
+            f"  {result.status} (state {printable(state)})"
+            + (f": {printable(said)}" if said else "")
+        )
+        for line in result.lines("cli"):
+            click.echo(f"  {printable(line)}")
+        for note in (*result.notes, *result.unused):
+            click.echo(f"agentsm: warning: {printable(note)}", err=True)
+    sys.exit(1 if result.status in ("failed", "aborted") else 2 if result.needed else 0)
 
 
 @click.command(epilog=example("agentsm resume 3f2a --builder myagent:make_agent"))

@@ -162,9 +162,11 @@ def run_demo(db: str, style: Any, default: str | None = None) -> int:
             ),
             builder=demo_agent,
         )
-        point = fresh.run(branch).branch_seq
-        print("\n" + style(f"Branch {branch} from seq {point} with another LLM answer:", "bold"))
-        print(diff_runs(fresh, engine.run_id, branch))
+        title = f"Branch {branch.run_id} from seq {branch.point} with another LLM answer:"
+        print("\n" + style(title, "bold") + f" {branch.status}")
+        for line in branch.lines()[1:]:  # where each LLM response and tool result came from
+            print(f"  {line}")
+        print(diff_runs(fresh, engine.run_id, branch.run_id))
     explore = ("runs --tree", f"show {engine.run_id}", f"memory {engine.run_id} --at 20")
     print("\nExplore it (each line is a command):")
     where = "" if db == default else f" --db {shlex.quote(db)}"

@@ -211,7 +211,7 @@ def test_an_export_with_a_fact_that_does_not_decode_imports_nothing(
 def test_branch_copies_are_chained_in_their_own_run(tmp_path: Path) -> None:
     db = tmp_path / "log.db"
     record(db)
-    child = branch_run(db, "r", 8, llm_response=LlmResponse.final_answer(FORGED))
+    child = branch_run(db, "r", 8, llm_response=LlmResponse.final_answer(FORGED)).run_id
     store = SQLiteEventStore(db)
     assert store.verify(child).ok and store.verify(child).unhashed == 0
     assert store.read(child)[0].hash != store.read("r")[0].hash  # the run id is hashed

@@ -276,7 +276,7 @@ def test_stats_count_statuses_tools_tokens_and_errors(log: dict[str, str], capsy
     assert code == 0 and out.startswith("3 runs in ") and "tools: " in out
 
 
-def test_branch_reports_a_refused_answer_and_the_responses_served_after_it(
+def test_branch_reports_a_refused_answer_a_moved_point_and_the_live_llm_it_needs(
     tmp_path: Path, capsys: Capture
 ) -> None:
     db = str(tmp_path / "runs.db")
@@ -286,8 +286,25 @@ def test_branch_reports_a_refused_answer_and_the_responses_served_after_it(
     code, out, err = run(
         capsys, "branch", run_id, "--db", db, "--at", str(before), "--answer", "Paris."
     )
-    assert code == 0 and out.splitlines()[1].startswith("  done (state Done): ")
-    assert "was refused" in err and "came from the parent's recording" in err
+    lines = out.splitlines()
+    assert code == 2  # stopped: it needs what it was not allowed
+    assert re.fullmatch(r"  stopped \(state Planning\): needs a live LLM at seq \d+", lines[1])
+    assert lines[2] == (
+        f"  from {run_id} at seq {before - 1} (seq {before} asked for: a branch starts after a "
+        f"complete transition, and seq {before - 1} is the last one at or before it)"
+    )
+    assert re.fullmatch(r"  given   seq \d+  LLM call \(plan\): the answer given", lines[3])
+    assert re.fullmatch(
+        r"  needed  seq \d+  LLM call \(plan\): its messages differ from the parent's; "
+        r"pass --live and --builder",
+        lines[4],
+    )
+    assert "was refused" in err and "recording" not in err
+    with SQLiteEventStore(db) as store:
+        branch = store.run(lines[0])
+        assert branch.status == "stopped"  # no worker takes it up; `agentsm resume` may
+        assert [e.kind for e in store.read(branch.run_id)][-1] == "LlmRequested"
+    assert run(capsys, "replay", branch.run_id, "--db", db)[0] == 0  # a stopped branch replays
 
 
 @pytest.mark.parametrize(
@@ -297,7 +314,7 @@ def test_branch_reports_a_refused_answer_and_the_responses_served_after_it(
         ("--tool-error", "ERROR: ToolError: declined by bank", False),
     ],
 )
-def test_a_branch_with_another_tool_outcome_warns_that_later_answers_are_recorded(
+def test_a_branch_with_another_tool_outcome_reuses_the_same_calls_and_stops_at_the_llm(
     tmp_path: Path, capsys: Capture, option: str, observation: str, success: bool
 ) -> None:
     db = str(tmp_path / "runs.db")
@@ -307,14 +324,23 @@ def test_a_branch_with_another_tool_outcome_warns_that_later_answers_are_recorde
     code, out, err = run(
         capsys, "branch", run_id, "--db", db, "--at", str(before), option, "declined by bank"
     )
-    assert code == 0, err
-    assert "after the tool result given, 1 LLM response came from the parent's recording" in err
-    assert "--live" in err
-    new_id = out.splitlines()[0]
+    assert code == 2, err
+    new_id, said, start, *effects = out.splitlines()
+    assert said.startswith("  stopped (state Planning): needs a live LLM at seq ")
+    assert start == f"  from {run_id} at seq {before}"  # a transition: not moved
+    assert [line.split()[0] for line in effects] == ["given", "reused", "reused", "needed"]
+    assert 'fetch({"url": "u"}) (the parent\'s call at seq ' in effects[1]
+    assert effects[3].endswith("pass --live and --builder")
     with SQLiteEventStore(db) as store:
         executed = [e.fact for e in Trace.load(store, new_id) if e.event == "ToolExecuted"]
     assert (executed[0].observation, executed[0].success) == (observation, success)
     assert run(capsys, "replay", new_id, "--db", db)[0] == 0  # the branch replays identical
+    as_json = json.loads(
+        run(capsys, "branch", run_id, "--db", db, "--at", str(before), option, "x", "--json")[1]
+    )
+    assert as_json["status"] == "stopped" and not as_json["moved"]
+    assert [e["source"] for e in as_json["effects"]] == ["given", "reused", "reused", "needed"]
+    assert as_json["needs"][0].startswith("needs a live LLM at seq ")
     err = run(
         capsys,
         "branch",
@@ -354,15 +380,22 @@ def test_a_branch_runs_real_tools_only_with_live_tools(tmp_path: Path, capsys: C
     )
     common = ["--db", db, "branch", run_id, "--at", "2", "--live", "--builder", f"{agent}:make"]
     code, out, err = run(capsys, *common)
-    child = out.split()[0]
+    child, said, _, *effects = out.splitlines()
     with SQLiteEventStore(db) as store:
-        executed = [e.payload for e in store.read(child) if e.kind == "ToolExecuted"]
-    assert code == 0 and "NotRecorded" in executed[0] and "ran live" not in err
+        kinds = [e.kind for e in store.read(child)]
+    assert code == 2 and "ToolExecuted" not in kinds  # no result made up for it
+    assert said.startswith(
+        '  stopped (state Acting): needs the tool lookup({"key": "zz"}) run live'
+    )
+    assert effects[0].startswith("  live    seq ") and "LLM call (plan)" in effects[0]
+    assert effects[1].endswith(
+        'the parent ran lookup({"key": "a"}) there; pass --live-tools and --builder'
+    )
     code, out, err = run(capsys, *common, "--live-tools")
     with SQLiteEventStore(db) as store:
         executed = [e.payload for e in store.read(out.split()[0]) if e.kind == "ToolExecuted"]
     assert code == 0 and "value of zz" in executed[0]
-    assert "1 tool call ran live (your real tools): lookup" in err
+    assert re.search(r'^  live    seq \d+  lookup\(\{"key": "zz"\}\): the parent ran', out, re.M)
 
 
 def verify(ctx: RunContext) -> str:

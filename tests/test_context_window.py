@@ -145,7 +145,7 @@ def test_branch_after_a_compaction_starts_from_the_cut_history(tmp_path: Path) -
     parent_memory, _ = memory_at(db, engine.run_id, at)
     answer = LlmResponse.final_answer("Stopped early: the first pages were enough.")
 
-    branch = branch_run(db, engine.run_id, at=at, llm_response=answer)
+    branch = branch_run(db, engine.run_id, at=at, llm_response=answer).run_id
 
     branched = facts_of(db, branch)
     assert isinstance(branched[-1], f.RunFinished) and branched[-1].final_answer == answer.content
@@ -336,15 +336,24 @@ def test_a_branch_can_give_a_recorded_run_a_window_or_a_larger_one(tmp_path: Pat
     unlimited = LIMITED.model_copy(update={"context_window": None, "context_reserve": 0})
     engine = reader(unlimited, MockLlmCaller(pages(12)), db).build()
     engine.run()
-    narrowed = branch_run(db, engine.run_id, at=3, config=LIMITED)
-    facts = facts_of(db, narrowed)
+    stopped = branch_run(db, engine.run_id, at=3, config=LIMITED)  # a cut history: new requests
+    assert stopped.status == "stopped" and stopped.needed[0].kind == "llm"
+    narrowed = branch_run(db, engine.run_id, at=3, config=LIMITED, llm=MockLlmCaller(pages(12)))
+    assert narrowed.status == "done" and not narrowed.needed
+    assert {e.kind for e in narrowed.live} == {"llm"}  # the pages are read with the same args:
+    assert {e.kind for e in narrowed.reused} == {"tool"}  # their recorded text is reused
+    narrowed_id = narrowed.run_id
+    facts = facts_of(db, narrowed_id)
     assert any(isinstance(x, f.ContextCompacted) for x in facts)
     assert isinstance(facts[-1], f.RunFinished) and facts[-1].status == "done"
 
-    limited = facts_of(db, narrowed)
+    limited = facts_of(db, narrowed_id)
     seq = next(i for i, x in enumerate(limited, 1) if isinstance(x, f.ContextLimitReached))
     wider = LIMITED.model_copy(update={"context_window": 100_000})
-    widened = branch_run(db, narrowed, at=seq + 1, config=wider)  # on the way to Reflecting
+    asked = sum(isinstance(x, f.LlmRequested) for x in limited[:seq])
+    widened = branch_run(  # on the way to Reflecting
+        db, narrowed_id, at=seq + 1, config=wider, llm=MockLlmCaller(pages(12)[asked:])
+    ).run_id
     skipped = [x for x in facts_of(db, widened)[seq:] if isinstance(x, f.ReflectionSkipped)]
     assert skipped[0].reason == "the request fits the context window now"
     assert not any(isinstance(x, f.ContextCompacted) for x in facts_of(db, widened)[seq:])

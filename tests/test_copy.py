@@ -50,7 +50,7 @@ def record_with_branch(db: str) -> tuple[str, str]:
             engine.run_id,
             at=refused.seq,
             llm_response=LlmResponse.final_answer("Changed my mind: " + LONG),
-        )
+        ).run_id
     return engine.run_id, branch
 
 

@@ -213,7 +213,7 @@ def test_a_branch_keeps_the_facts_before_its_point_and_replays(tmp_path: Path) -
     record(db)
     first = seqs(db, "r", "TicketRaised")[0]
     answer = LlmResponse.final_answer("Branched: " + LONG)
-    child = branch_run(db, "r", first + 3, llm_response=answer, builder=agent)
+    child = branch_run(db, "r", first + 3, llm_response=answer, builder=agent).run_id
     store = SQLiteEventStore(db)
     memory, state = AgentMemory.rebuild(store, child)
     assert state == State.Done and memory.final_answer == "Branched: " + LONG

@@ -247,14 +247,20 @@ def test_a_branch_reusing_an_id_with_new_arguments_runs_the_tool(tmp_path: Path)
     parent.run()
     trace = Trace.load(SQLiteEventStore(db), parent.run_id)
     second_step = [e.seq for e in trace if e.event == "StepStarted"][1]
-    new_id = branch_run(
+    branch = branch_run(
         db,
         parent.run_id,
         at=second_step - 1,
         llm_response=LlmResponse.tool_call("lookup", {"key": "z"}, id="call_0"),
         builder=lambda task: agent(llm(), task),
+        live_tools=True,
     )
+    new_id = branch.run_id
     assert observations(db, new_id) == ["SUCCESS: value of a", "SUCCESS: value of z"]
+    assert [(e.source, e.what) for e in branch.effects if e.kind == "tool"] == [
+        ("live", 'lookup({"key": "z"})')
+    ]
+    assert branch.status == "stopped" and branch.needed[0].kind == "llm"  # it saw z, not b
     assert replay_run(db, new_id).identical
 
 
@@ -280,7 +286,7 @@ def test_a_branch_after_a_crash_in_an_llm_call_continues_with_the_next_response(
     assert resume_run(db, "r", make) == LONG
     trace = Trace.load(SQLiteEventStore(db), "r")
     planned_b = [e.seq for e in trace if e.event == "ToolCallsPlanned"][1]
-    new_id = branch_run(db, "r", at=planned_b + 1, config=AgentConfig(max_steps=9))
+    new_id = branch_run(db, "r", at=planned_b + 1, config=AgentConfig(max_steps=9)).run_id
     memory, state = AgentMemory.rebuild(SQLiteEventStore(db), new_id)
     assert state == State.Done and memory.final_answer == LONG
     assert [e.tool.args for e in memory.history] == [{"key": "a"}, {"key": "b"}]
@@ -295,7 +301,7 @@ def test_a_branch_with_another_tool_result_replays_when_tools_run_again(tmp_path
     parent.run()
     trace = Trace.load(SQLiteEventStore(db), parent.run_id)
     before_tool = next(e.seq for e in trace if e.event == "ToolCallStarted") - 1
-    new_id = branch_run(db, parent.run_id, at=before_tool, tool_result="value of a: 42")
+    new_id = branch_run(db, parent.run_id, at=before_tool, tool_result="value of a: 42").run_id
     assert observations(db, new_id) == ["SUCCESS: value of a: 42"]
     branched = next(
         e.fact for e in Trace.load(SQLiteEventStore(db), new_id) if e.event == "RunBranched"

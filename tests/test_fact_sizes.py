@@ -133,7 +133,7 @@ def test_a_branch_copies_calls_by_their_place(tmp_path: Path) -> None:
         for e in Trace.load(SQLiteEventStore(db), run.run_id)
         if e.event == "ObservationCommitted"
     )
-    child = branch_run(db, run.run_id, point + 1, tool_result="patched")
+    child = branch_run(db, run.run_id, point + 1, tool_result="patched").run_id
     rows = stored(db, child)
     assert [p for k, _, p in rows if k == "ToolCallStarted"][0] == {"index": 0}
     assert [p for k, _, p in rows if k == "ToolCallsPlanned"][0] == {"parallel": False}

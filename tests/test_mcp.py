@@ -286,7 +286,8 @@ def test_a_branch_runs_new_calls_on_the_server(tmp_path: Path) -> None:
         at=first,
         llm=MockLlmCaller([LlmResponse.tool_call("shout", {"text": "hi"}), *script()[3:]]),
         builder=stdio,
-    )
+        live_tools=True,
+    ).run_id
     assert [x.observation for x in executed(db, new)] == ["SUCCESS: HI"]
 
 

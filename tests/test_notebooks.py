@@ -89,3 +89,14 @@ def test_the_extending_notebook_shows_each_capability_recorded_and_replayed(
     assert "↳ voyage-8-0" in outputs  # the sub-agent run under its parent
     assert "sub-agent run voyage-8-0: identical" in outputs  # replayed with the server gone
     assert "definition changed at seq 1" in outputs  # a changed server is a divergence
+
+
+def test_the_branching_notebook_never_mixes_recorded_answers_with_new_results() -> None:
+    committed = nbformat.read(NOTEBOOKS / "03_time_travel_and_branching.ipynb", as_version=4)
+    outputs = "\n".join(
+        str(o.get("text", "")) for c in committed.cells for o in c.get("outputs", [])
+    )
+    assert "stopped: needs a live LLM at seq 27 (its messages differ from the parent's)" in outputs
+    assert "reused  seq 20  search(" in outputs  # the same call at the same place
+    assert "B: About 11,000,000 people live on 105.4 km²: roughly 104,364 per km²." in outputs
+    assert "(seq 26 asked for: a branch starts after a complete transition" in outputs

@@ -53,8 +53,10 @@ def test_images_are_written_as_svg_and_png(tmp_path: Path) -> None:
     store = engine.store  # type: ignore[attr-defined]
     child = branch_run(
         store, run_id, at=26, llm_response=LlmResponse.final_answer("Paris, briefly.")
-    )
-    grandchild = branch_run(store, child, at=20, llm_response=LlmResponse.final_answer("Paris!!"))
+    ).run_id
+    grandchild = branch_run(
+        store, child, at=20, llm_response=LlmResponse.final_answer("Paris!!")
+    ).run_id
     family = [(r.run_id, depth) for r, depth in family_of(store, grandchild)]
     assert family == [(run_id, 0), (child, 1), (grandchild, 2)]
     tree = save(family_tree(store, child), tmp_path / "family.svg")

@@ -131,7 +131,7 @@ def test_an_unchanged_redacted_run_replays_identical_with_its_builder(tmp_path: 
         replay_run(db, run_id)  # without the hooks, a branch would record secrets
     child = branch_run(
         db, run_id, 6, llm_response=LlmResponse.final_answer(f"It is {SECRET}!"), builder=make_agent
-    )
+    ).run_id
     answers = [json.loads(e.payload) for e in SQLiteEventStore(db).read(child)]
     assert SECRET not in json.dumps(answers)
 
@@ -225,7 +225,7 @@ def test_fixed_choices_are_kept_whatever_the_hooks_match(tmp_path: Path) -> None
 def test_a_branchs_tool_result_is_redacted_as_its_tool_result(tmp_path: Path) -> None:
     db = tmp_path / "runs.db"
     run_id = record(db)
-    child = branch_run(db, run_id, 7, tool_result=f"leaked {SECRET}", builder=make_agent)
+    child = branch_run(db, run_id, 7, tool_result=f"leaked {SECRET}", builder=make_agent).run_id
     payloads = [e.payload for e in SQLiteEventStore(db).read(child)]
     assert SECRET not in "".join(payloads)
     assert any('"tool_result":"SUCCESS: leaked [REDACTED]"' in p for p in payloads)

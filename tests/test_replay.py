@@ -184,7 +184,7 @@ def test_branch_with_another_llm_answer_and_diff(tmp_path: Path) -> None:
         run_id,
         at=refused.seq,
         llm_response=LlmResponse.final_answer("Changed my mind: " + LONG),
-    )
+    ).run_id
     store = SQLiteEventStore(db)
     child = store.run(new_id)
     point = max(e.seq for e in trace if e.event == "Transitioned" and e.seq <= refused.seq)
@@ -210,7 +210,7 @@ def test_branch_with_a_tool_result_config_and_live_llm(tmp_path: Path) -> None:
     run_id = record(SCENARIOS["blacklist"], db)
     trace = Trace.load(SQLiteEventStore(db), run_id)
     before_tool = next(e for e in trace if e.event == "ToolCallStarted").seq - 1
-    new_id = branch_run(db, run_id, at=before_tool, tool_result="value of ok: 42")
+    new_id = branch_run(db, run_id, at=before_tool, tool_result="value of ok: 42").run_id
     memory, _ = AgentMemory.rebuild(SQLiteEventStore(db), new_id)
     assert memory.history[-1].observation == "SUCCESS: value of ok: 42"
 
@@ -218,7 +218,7 @@ def test_branch_with_a_tool_result_config_and_live_llm(tmp_path: Path) -> None:
         async def call(self, memory: Any, tools: Any, model: str) -> LlmResponse:
             return LlmResponse.final_answer("A live model answered this branch.")
 
-    live_id = branch_run(db, run_id, at=2, llm=Always(), config=AgentConfig(max_steps=1))
+    live_id = branch_run(db, run_id, at=2, llm=Always(), config=AgentConfig(max_steps=1)).run_id
     memory, state = AgentMemory.rebuild(SQLiteEventStore(db), live_id)
     assert state == State.Done and memory.final_answer == "A live model answered this branch."
     assert memory.config.max_steps == 1

@@ -52,7 +52,7 @@ def test_replay_is_identical_and_a_branch_diverges_where_changed(db_url: str) ->
             run_id,
             at=refused.seq,
             llm_response=LlmResponse.final_answer("Changed my mind: " + LONG),
-        )
+        ).run_id
         child = store.run(new_id)
         assert (child.parent_id, child.status) == (run_id, "done")
         memory, state = AgentMemory.rebuild(store, new_id)

@@ -237,12 +237,14 @@ def test_a_branch_whose_change_was_never_used_says_so(
         branch_run(db, run_id, last, tool_result="another result")
     before_reflection = seq_of(db, run_id, "LlmRequested", 1) - 1
     with pytest.warns(UnusedChange, match="was a reflection, so the answer given became"):
-        child = branch_run(db, run_id, before_reflection, llm_response=answer)
+        child = branch_run(db, run_id, before_reflection, llm_response=answer).run_id
     summary = [e for e in SQLiteEventStore(db).read(child) if e.kind == "HistoryCompressed"]
     assert "Another answer" in summary[-1].payload  # the answer went into the summary indeed
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a change that is used: no warning
-        used = branch_run(db, run_id, seq_of(db, run_id, "StepStarted", 1), llm_response=answer)
+        used = branch_run(
+            db, run_id, seq_of(db, run_id, "StepStarted", 1), llm_response=answer
+        ).run_id
     assert "Another answer" in SQLiteEventStore(db).read(used)[-1].payload
     assert main(["--db", str(db), "branch", run_id, "--at", str(last), "--answer", "Other."]) == 0
     shown = capsys.readouterr()

@@ -202,7 +202,7 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Pl
                     builder=make_agent(plans[run_id]),
                     new_run_id=f"{parent}-b",
                     **change,
-                )
+                ).run_id
             plans[child] = plans[run_id]
             parent = child
     return db, plans

@@ -154,7 +154,7 @@ def test_replay_needs_no_skill_files(skills_dir: Path, tmp_path: Path) -> None:
 
     report = replay_run(db, engine.run_id)
     assert report.identical, str(report)
-    branch = branch_run(db, engine.run_id, at=3, llm_response=script()[0])
+    branch = branch_run(db, engine.run_id, at=3, llm_response=script()[0]).run_id
     store = SQLiteEventStore(db)
     last = Trace.load(store, branch).facts()[-1]
     assert isinstance(last, f.RunFinished) and last.status == "done", last

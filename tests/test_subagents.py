@@ -400,7 +400,9 @@ def test_the_child_resumed_on_its_own_with_the_parents_builder_runs_as_the_child
 def test_a_branch_of_a_child_with_the_parents_builder_is_a_branch_of_the_child_agent() -> None:
     store = SQLiteEventStore(":memory:")
     run_parent(store, make_agent("Branch the child"))
-    new_id = branch_run(store, "p1-1-0", 2, llm=ChildLlm(), builder=make_agent, new_run_id="cb")
+    new_id = branch_run(
+        store, "p1-1-0", 2, llm=ChildLlm(), builder=make_agent, new_run_id="cb"
+    ).run_id
     branch = store.run(new_id)
     assert (branch.parent_id, subagent_of(branch)) == ("p1-1-0", None)  # a branch, not a child
     assert facts_of(store, "cb", f.LlmRequested)[-1].model == "child-model"
@@ -494,7 +496,7 @@ def test_runs_tree_family_picture_and_viewer_show_the_child(
     db = tmp_path / "runs.db"
     store = SQLiteEventStore(db)
     run_parent(store, make_agent("A family"))
-    branch = branch_run(store, "p1", 2, llm=ParentLlm(), builder=make_agent, new_run_id="b1")
+    branch = branch_run(store, "p1", 2, llm=ParentLlm(), builder=make_agent, new_run_id="b1").run_id
     store.close()
 
     assert main(["--db", str(db), "runs", "--tree"]) == 0

@@ -28,6 +28,7 @@ from agentsm import (  # noqa: E402
 from eventstore import SQLiteEventStore  # noqa: E402
 from replay import decide, memory_at  # noqa: E402
 from replay.cli import main  # noqa: E402
+from replay.demo import demo_agent  # noqa: E402
 from replay.ui import Viewer, create_app  # noqa: E402
 from replay.ui.server import free_port  # noqa: E402
 
@@ -277,6 +278,31 @@ def test_a_branch_from_the_page_is_the_cli_branch(demo_log: str) -> None:
         assert new["parent_id"] == parent["run_id"]
         nothing = api.post(f"/api/runs/{parent['run_id']}/branch", json={"at": at})
         assert nothing.status_code == 400
+        assert made["point"] < at and made["moved"]  # inside a step: moved back, and said so
+        assert [e["source"] for e in made["effects"]] == ["given"]
+        started = [f["seq"] for f in facts if f["kind"] == "ToolCallStarted"][1]  # 2 at once
+        other = {"at": started - 1, "tool_result": "Paris has 11 million people."}
+        stopped = api.post(f"/api/runs/{parent['run_id']}/branch", json=other).json()
+        assert stopped["status"] == "stopped" and stopped["answer"] is None
+        assert [e["source"] for e in stopped["effects"]] == ["given", "reused", "needed"]
+        assert stopped["needs"][0].startswith("needs a live LLM at seq ")
+        assert "viewer started with --builder" in stopped["warnings"][0]
+        live = api.post(f"/api/runs/{parent['run_id']}/branch", json={**other, "live": True})
+        assert live.status_code == 400 and "--builder" in live.json()["detail"]
+
+
+def test_a_branch_from_the_page_goes_live_with_the_viewers_agent(demo_log: str) -> None:
+    with client(demo_log, allow_write=True, builder=demo_agent) as api:
+        parent, _ = parent_and_branch(api)
+        facts = api.get(f"/api/runs/{parent['run_id']}").json()["facts"]
+        started = [f["seq"] for f in facts if f["kind"] == "ToolCallStarted"][1]  # 2 at once
+        change = {"at": started - 1, "tool_result": "Paris: 11 million.", "live": True}
+        needs_tools = api.post(f"/api/runs/{parent['run_id']}/branch", json=change).json()
+        assert needs_tools["status"] == "stopped" and "live tools" in needs_tools["needs"][0]
+        change["live_tools"] = True
+        made = api.post(f"/api/runs/{parent['run_id']}/branch", json=change).json()
+        assert made["status"] == "done" and not made["needs"]
+        assert {e["source"] for e in made["effects"]} == {"given", "reused", "live"}
 
 
 def test_live_facts_stream_until_the_run_ends(tmp_path: Path) -> None:

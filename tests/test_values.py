@@ -83,6 +83,6 @@ def test_a_branch_gets_the_parents_later_values(tmp_path: Path) -> None:
     engine.run()
     trace = Trace.load(SQLiteEventStore(db), engine.run_id)
     second_step = [e.seq for e in trace if e.event == "StepStarted"][1]
-    new_id = branch_run(db, engine.run_id, at=second_step, builder=agent)
+    new_id = branch_run(db, engine.run_id, at=second_step, builder=agent).run_id
     assert [v.value for v in drawn(db, new_id)] == [v.value for v in drawn(db, engine.run_id)]
     assert replay_run(db, new_id, agent).identical

@@ -183,7 +183,7 @@ def test_unedited_exports_import_with_the_catalog_their_facts_make(backend: Back
     record(source)
     record_failed(source)
     record_waiting(source)
-    child = branch_run(source, "r", 3, llm_response=LlmResponse.final_answer(ANSWER))
+    child = branch_run(source, "r", 3, llm_response=LlmResponse.final_answer(ANSWER)).run_id
     runs = ["r", "f", "w", child]
     lines = [line for run_id in runs for line in export_run(source, run_id)]
     target = SQLiteEventStore(":memory:")

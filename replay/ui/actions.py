@@ -13,9 +13,8 @@ from pydantic import BaseModel, Field
 
 from agentsm import AgentError, LlmResponse
 
-from ..branching import branch_run
+from ..branching import agent_llm, branch_run
 from ..branchnotes import UnusedChange
-from ..cli_change import branch_warnings
 from ..resuming import decide, pending_requests, resume_run
 from ..source import open_store
 from .api import ViewerDep
@@ -43,11 +42,15 @@ class DecisionRequest(BaseModel):
 
 class BranchRequest(BaseModel):
     """A branch, as `agentsm branch RUN --at SEQ` takes it: another answer for the next LLM
-    call, or another result for the next tool call."""
+    call, or another result for the next tool call; `live` lets the viewer's agent's LLM
+    answer every LLM call from the point, `live_tools` run its tools for calls the parent did
+    not make there (both need `agentsm ui --builder`)."""
 
     at: int = Field(ge=1)
     answer: str | None = None
     tool_result: str | None = None
+    live: bool = False
+    live_tools: bool = False
 
 
 def _writable(request: Request, viewer: Any) -> None:
@@ -118,42 +121,38 @@ def decision(
 @router.post("/runs/{run}/branch")
 def branch(request: Request, viewer: ViewerDep, run: str, body: BranchRequest) -> dict[str, Any]:
     """Start a new run from fact `at` with the change (`replay.branch_run`, as `agentsm
-    branch` does, serving the parent's recorded effects after it) and run it to its end."""
+    branch` does) and run it as far as it may go: the parent's recorded effects are reused
+    where the request is the same; elsewhere it goes live where asked, or stops there. The
+    answer is the branch's result (`BranchResult.to_dict`): status, where it started, each
+    effect's source (`effects`), what it needs (`needs`) and `warnings`."""
     _writable(request, viewer)
-    if body.answer is None and body.tool_result is None:
+    if body.answer is None and body.tool_result is None and not body.live:
         raise HTTPException(
-            status_code=400, detail="Give the branch a change: an answer or a tool_result."
+            status_code=400, detail="Give the branch a change: an answer, a tool_result or live."
+        )
+    if (body.live or body.live_tools) and viewer.builder is None:
+        raise HTTPException(
+            status_code=400,
+            detail="live and live_tools need the agent: start the viewer with --builder.",
         )
     response = LlmResponse.final_answer(body.answer) if body.answer is not None else None
     store = open_store(viewer.db)
     try:
         run_id = store.resolve(run)
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", UnusedChange)
-            new_id = branch_run(
+        llm = agent_llm(store, run_id, viewer.builder) if body.live else None
+        with warnings.catch_warnings(record=True):
+            warnings.simplefilter("always", UnusedChange)  # they are in the result's notes
+            result = branch_run(
                 store,
                 run_id,
                 body.at,
                 llm_response=response,
                 tool_result=body.tool_result,
+                llm=llm,
                 builder=viewer.builder,
-                live_tools=False,
+                live_tools=body.live_tools,
             )
-        record = store.run(new_id)
-        notes = branch_warnings(
-            store,
-            new_id,
-            answered=response is not None,
-            live_llm=False,
-            tool_result=body.tool_result is not None,
-        )
     finally:
         store.close()
-    notes += [str(w.message) for w in caught if isinstance(w.message, UnusedChange)]
-    return {
-        "run_id": new_id,
-        "status": record.shown_status,
-        "answer": record.summary.answer,
-        "error": record.summary.error,
-        "warnings": notes,
-    }
+    said = result.to_dict("viewer")
+    return {**said, "warnings": [*said["needs"], *said["notes"]]}

@@ -183,12 +183,17 @@ function conversationPanel(c) {
 function branchForm(view, seq) {
   const kind = el("select", {}, el("option", { value: "answer", text: "another LLM answer" }), el("option", { value: "tool_result", text: "another tool result" }));
   const text = el("textarea", { rows: 3, cols: 40, placeholder: "the answer or the tool result", "data-testid": "branch-text" });
+  // where the branch's request differs from the parent's it stops, unless it may go live (the viewer's --builder)
+  const live = el("input", { type: "checkbox", "data-testid": "branch-live" });
+  const liveTools = el("input", { type: "checkbox", "data-testid": "branch-live-tools" });
   const form = el("form", { class: "branch", "data-testid": "branch" },
-    el("h3", { text: `Branch at seq ${seq}` }), kind, text, el("button", { type: "submit", text: "Branch" }));
+    el("h3", { text: `Branch at seq ${seq}` }), kind, text);
+  if (state.info && state.info.builder) form.append(el("label", {}, live, " live LLM "), el("label", {}, liveTools, " live tools "));
+  form.append(el("button", { type: "submit", text: "Branch" }));
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
     try {
-      const made = await post(`/api/runs/${encodeURIComponent(view.runId)}/branch`, { at: seq, [kind.value]: text.value });
+      const made = await post(`/api/runs/${encodeURIComponent(view.runId)}/branch`, { at: seq, [kind.value]: text.value, live: live.checked, live_tools: liveTools.checked });
       toast(`branch ${made.run_id}: ${made.status}${made.warnings.length ? " — " + made.warnings.join("; ") : ""}`);
       location.hash = `#/run/${encodeURIComponent(made.run_id)}`;
     } catch (e) {
