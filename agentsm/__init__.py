@@ -3,7 +3,12 @@
 A transition table is the single source of truth, small state handlers do the work, a dumb
 engine connects them, and every fact of a run goes into an append-only SQLite log from which
 memory is rebuilt.
+
+The provider callers (`OpenAiCaller`, `AnthropicCaller`, ...) are imported on first use: their
+SDKs load then.
 """
+
+from typing import TYPE_CHECKING, Any
 
 from .builder import AgentBuilder
 from .context import SUSPEND, RunContext
@@ -69,6 +74,15 @@ from .types import (
 )
 from .window import ContextEstimate, estimate_request
 
+if TYPE_CHECKING:
+    from .llm import (
+        AnthropicCaller,
+        AzureOpenAiCaller,
+        AzureOpenAiResponsesCaller,
+        OpenAiCaller,
+        OpenAiResponsesCaller,
+    )
+
 __version__ = "0.1.0"
 
 __all__ = [
@@ -81,8 +95,11 @@ __all__ = [
     "AgentMemory",
     "AgentOutput",
     "AgentState",
+    "AnthropicCaller",
     "ApprovalNeeded",
     "ApprovalRequest",
+    "AzureOpenAiCaller",
+    "AzureOpenAiResponsesCaller",
     "BuildError",
     "ContextEstimate",
     "CustomFact",
@@ -106,6 +123,8 @@ __all__ = [
     "McpServerUnavailable",
     "MockLlmCaller",
     "NoHandlerForState",
+    "OpenAiCaller",
+    "OpenAiResponsesCaller",
     "OwnershipViolation",
     "ParentCall",
     "ReasoningDelta",
@@ -144,3 +163,22 @@ __all__ = [
     "thaw",
     "tool",
 ]
+
+
+_PROVIDER_CALLERS = frozenset(
+    {
+        "AnthropicCaller",
+        "AzureOpenAiCaller",
+        "AzureOpenAiResponsesCaller",
+        "OpenAiCaller",
+        "OpenAiResponsesCaller",
+    }
+)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _PROVIDER_CALLERS:
+        from . import llm
+
+        return getattr(llm, name)
+    raise AttributeError(f"module 'agentsm' has no attribute {name!r}")

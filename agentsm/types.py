@@ -91,6 +91,15 @@ class TokenUsage(_Frozen):
     output_tokens: int = 0
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
+    reasoning_tokens: int = 0
+    """Of `output_tokens`, those the model spent reasoning (counted there too)."""
+
+    @model_serializer(mode="wrap")
+    def _serialize(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        if not self.reasoning_tokens and isinstance(data, dict):
+            data.pop("reasoning_tokens", None)  # written and digested as before it was counted
+        return data
 
     @property
     def total_tokens(self) -> int:
@@ -103,6 +112,7 @@ class TokenUsage(_Frozen):
             output_tokens=self.output_tokens + other.output_tokens,
             cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
             cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
+            reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
         )
 
 

@@ -123,3 +123,18 @@ def test_reprs_say_what_the_object_is() -> None:
     assert "26 rows" in repr(build_transition_table())
     assert repr(MockLlmCaller([])) == "MockLlmCaller(served=0, remaining=0)"
     assert "Find things" in repr(AgentBuilder("Find things"))
+
+
+def test_openai_and_azure_callers_are_exported_from_both_packages() -> None:
+    import agentsm.llm
+
+    for name in (
+        "OpenAiCaller",
+        "OpenAiResponsesCaller",
+        "AzureOpenAiCaller",
+        "AzureOpenAiResponsesCaller",
+    ):
+        assert name in agentsm.llm.__all__ and name in agentsm.__all__
+        assert getattr(agentsm, name) is getattr(agentsm.llm, name)
+    assert issubclass(agentsm.AzureOpenAiCaller, agentsm.OpenAiCaller)
+    assert issubclass(agentsm.AzureOpenAiResponsesCaller, agentsm.OpenAiResponsesCaller)

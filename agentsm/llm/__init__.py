@@ -1,5 +1,6 @@
 """LLM callers: the `LlmCaller` protocol, the scripted `MockLlmCaller`, and the provider
-callers `OpenAiCaller` and `AnthropicCaller` (imported on first use: their SDKs load then)."""
+callers `OpenAiCaller`, `OpenAiResponsesCaller`, `AnthropicCaller`, `AzureOpenAiCaller` and
+`AzureOpenAiResponsesCaller` (imported on first use: their SDKs load then)."""
 
 from __future__ import annotations
 
@@ -23,11 +24,15 @@ from .retry import RetryPolicy
 
 if TYPE_CHECKING:
     from .anthropic import AnthropicCaller
+    from .azure import AzureOpenAiCaller, AzureOpenAiResponsesCaller
     from .openai import OpenAiCaller
+    from .openai_responses import OpenAiResponsesCaller
 
 __all__ = [
     "AnthropicCaller",
     "AuthenticationFailed",
+    "AzureOpenAiCaller",
+    "AzureOpenAiResponsesCaller",
     "BadRequest",
     "ContextOverflow",
     "LlmCaller",
@@ -37,6 +42,7 @@ __all__ = [
     "MockLlmCaller",
     "NetworkError",
     "OpenAiCaller",
+    "OpenAiResponsesCaller",
     "Overloaded",
     "ProviderCaller",
     "ProviderError",
@@ -57,4 +63,12 @@ def __getattr__(name: str) -> Any:
         from .anthropic import AnthropicCaller
 
         return AnthropicCaller
+    if name == "OpenAiResponsesCaller":
+        from .openai_responses import OpenAiResponsesCaller
+
+        return OpenAiResponsesCaller
+    if name in ("AzureOpenAiCaller", "AzureOpenAiResponsesCaller"):
+        from . import azure
+
+        return getattr(azure, name)
     raise AttributeError(f"module 'agentsm.llm' has no attribute {name!r}")

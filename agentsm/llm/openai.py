@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..errors import BuildError
 from ..types import LlmResponse, TokenUsage, ToolCall
@@ -65,19 +65,58 @@ def openai_tools(tools: ToolRegistry) -> list[dict[str, Any]]:
 def _usage(raw: Any) -> TokenUsage | None:
     if raw is None:
         return None
-    details = getattr(raw, "prompt_tokens_details", None)
     return TokenUsage(
         input_tokens=getattr(raw, "prompt_tokens", 0) or 0,
         output_tokens=getattr(raw, "completion_tokens", 0) or 0,
-        cache_read_tokens=(getattr(details, "cached_tokens", 0) or 0) if details else 0,
+        cache_read_tokens=detail(raw, "prompt_tokens_details", "cached_tokens"),
+        reasoning_tokens=detail(raw, "completion_tokens_details", "reasoning_tokens"),
     )
+
+
+def detail(usage: Any, details: str, name: str) -> int:
+    """A count in one of the usage's detail objects (0 when the server gives none)."""
+    value = getattr(getattr(usage, details, None), name, None)
+    return value if isinstance(value, int) else 0
+
+
+def effort(thinking: Thinking | None, api: str) -> str | None:
+    """`thinking` as an OpenAI reasoning effort: a level, or any effort the server takes
+    ("minimal", "none", ...); None for what the base check decides (None, a dict)."""
+    if isinstance(thinking, str) and thinking.strip():
+        return thinking
+    if isinstance(thinking, int) and not isinstance(thinking, bool):
+        raise BuildError(
+            f"thinking={thinking} is a token budget, and {api} takes an effort: "
+            "thinking='low', 'medium' or 'high'."
+        )
+    return None
 
 
 def _stop(finish_reason: str | None) -> str | None:
     return "max_tokens" if finish_reason == "length" else finish_reason
 
 
-class OpenAiCaller(ProviderCaller):
+class OpenAiPlatform(ProviderCaller):
+    """What the callers of OpenAI's APIs share: the key, endpoint and model variables, the SDK
+    client, and `thinking` taken as a reasoning effort."""
+
+    key_env = "OPENAI_API_KEY"
+    model_env = "OPENAI_MODEL"
+    base_url_env = "OPENAI_BASE_URL"
+    default_base_url = "https://api.openai.com/v1"
+    key_required_with_base_url = False  # a compatible server may take any key
+    supports_thinking = True
+    api: ClassVar[str]
+    """The API's name, as a refused setting names it."""
+
+    def _checked_thinking(self, thinking: Thinking | None) -> str | int | dict[str, Any] | None:
+        return effort(thinking, self.api) or super()._checked_thinking(thinking)
+
+    def _make_client(self) -> Any:
+        return openai_client(self._key(), self.base_url, self.timeout)
+
+
+class OpenAiCaller(OpenAiPlatform):
     """An `LlmCaller` for OpenAI and OpenAI-compatible servers (vLLM, Ollama, llama.cpp, ...).
 
     `api_key` defaults to $OPENAI_API_KEY (needed for api.openai.com; a `base_url` server may
@@ -90,13 +129,8 @@ class OpenAiCaller(ProviderCaller):
     """
 
     provider = "OpenAI"
-    key_env = "OPENAI_API_KEY"
-    model_env = "OPENAI_MODEL"
-    base_url_env = "OPENAI_BASE_URL"
-    default_base_url = "https://api.openai.com/v1"
+    api = "Chat Completions"
     fallback_model = DEFAULT_OPENAI_MODEL
-    key_required_with_base_url = False  # a compatible server may take any key
-    supports_thinking = True
 
     def __init__(
         self, *, max_tokens: int | None = None, seed: int | None = None, **options: Any
@@ -107,26 +141,6 @@ class OpenAiCaller(ProviderCaller):
 
     def _settings(self) -> dict[str, Any]:
         return {**super()._settings(), "seed": self.seed, "max_tokens": self.max_tokens}
-
-    def _checked_thinking(self, thinking: Thinking | None) -> str | int | dict[str, Any] | None:
-        if isinstance(thinking, str) and thinking.strip():
-            return thinking  # the server's own effort ("minimal", "none", ...) as well
-        if isinstance(thinking, int) and not isinstance(thinking, bool):
-            raise BuildError(
-                f"thinking={thinking} is a token budget, and Chat Completions takes an effort: "
-                "thinking='low', 'medium' or 'high'."
-            )
-        return super()._checked_thinking(thinking)
-
-    def _make_client(self) -> Any:
-        import openai
-
-        return openai.AsyncOpenAI(
-            api_key=self._key() or "not-needed",
-            base_url=self.base_url,
-            max_retries=0,
-            timeout=self.timeout,
-        )
 
     def _request(self, memory: AgentMemory, tools: ToolRegistry, model: str) -> dict[str, Any]:
         request: dict[str, Any] = {"model": model, "messages": openai_messages(memory)}
@@ -186,10 +200,11 @@ class OpenAiCaller(ProviderCaller):
             if getattr(chunk, "usage", None) is not None:
                 usage = _usage(chunk.usage)
             for choice in getattr(chunk, "choices", None) or []:
-                delta = choice.delta
-                if getattr(delta, "content", None):
-                    text.append(delta.content)
-                    emit_text(delta.content)
+                delta = getattr(choice, "delta", None)  # Azure sends a choice without one
+                content = getattr(delta, "content", None)
+                if content:
+                    text.append(content)
+                    emit_text(content)
                 for tc in getattr(delta, "tool_calls", None) or []:
                     index = tc.index if getattr(tc, "index", None) is not None else len(parts)
                     part = parts.setdefault(index, {"id": None, "name": "", "arguments": ""})
@@ -237,6 +252,15 @@ class OpenAiCaller(ProviderCaller):
             model=served.get("model"),
             system_fingerprint=served.get("system_fingerprint"),
         )
+
+
+def openai_client(key: str | None, base_url: str | None, timeout: float, **options: Any) -> Any:
+    """The SDK's async client, its own retries off (one `RetryPolicy` applies)."""
+    import openai
+
+    return openai.AsyncOpenAI(
+        api_key=key or "not-needed", base_url=base_url, max_retries=0, timeout=timeout, **options
+    )
 
 
 def _served(raw: Any) -> dict[str, str]:
