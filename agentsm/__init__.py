@@ -29,6 +29,7 @@ from .errors import (
     NoHandlerForState,
     OwnershipViolation,
     SafetyCapExceeded,
+    ThreadBusy,
     UnreadableFact,
     UnrecordableFact,
 )
@@ -54,6 +55,7 @@ from .outputs import (
 from .skills import Skill, SkillSet
 from .states import AgentState
 from .subagent import SubAgentTool
+from .threads import Thread
 from .tools import Tool, ToolContext, ToolOutcome, ToolRegistry, tool
 from .trace import Trace, TraceEntry
 from .transitions import TransitionTable, build_transition_table
@@ -66,6 +68,7 @@ from .types import (
     ParentCall,
     ReasoningPart,
     State,
+    ThreadTurn,
     TokenBudget,
     TokenUsage,
     ToolCall,
@@ -138,6 +141,9 @@ __all__ = [
     "SubAgentTool",
     "TextDelta",
     "TextRetracted",
+    "Thread",
+    "ThreadBusy",
+    "ThreadTurn",
     "TokenBudget",
     "TokenUsage",
     "Tool",

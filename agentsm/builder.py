@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import copy
 import inspect
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel
 
@@ -34,7 +35,10 @@ from .states import AgentState, default_handlers
 from .tools import Tool, ToolRegistry, tool
 from .trace import decode
 from .transitions import TransitionTable, build_transition_table
-from .types import AgentConfig, ParentCall, TokenBudget, as_state
+from .types import AgentConfig, HistoryEntry, ParentCall, ThreadTurn, TokenBudget, as_state
+
+if TYPE_CHECKING:
+    from .threads import Thread
 
 __all__ = ["AgentBuilder"]
 
@@ -113,6 +117,9 @@ class AgentBuilder:
         self._facts: dict[str, tuple[str, Any]] = {}  # kind -> (part, initial)
         self._mcp: list[McpServer] = []
         self._mcp_recorded: f.RunStarted | None = None
+        self._turn: tuple[ThreadTurn, tuple[HistoryEntry, ...], dict[str, Any]] | None = None
+        """For a turn of a thread: its place, the conversation it starts from and the parts
+        the turn before it ended with (set by `Thread`)."""
 
     def task_type(self, task_type: str) -> AgentBuilder:
         """The task type: the key for model selection in `config.models`."""
@@ -448,9 +455,56 @@ class AgentBuilder:
         """The definition of the run being replayed or branched (replay passes it): an MCP
         server that cannot be reached at `build()` then offers the tools this run recorded for
         it, so a recorded run replays with its servers stopped. A server that is reached is
-        listed as usual, so a server whose tools changed shows as a divergence."""
+        listed as usual, so a server whose tools changed shows as a divergence. A turn of a
+        thread starts again from what it recorded it started from (its place in the thread,
+        the conversation before it and the parts), as it starts from its recorded task."""
         self._mcp_recorded = definition
         return self
+
+    # -- conversations ----------------------------------------------------------------------
+
+    def thread(self, thread_id: str | None = None) -> Thread:
+        """A conversation with this agent: each `send(text)` runs one turn, a run of its own
+        whose task is the message and which starts from what the turn before it ended with.
+        `thread_id` continues that thread from the log (in any process), or starts a thread of
+        that id; without it, a new thread. This builder's own task is not used. See
+        `agentsm.threads`."""
+        from .threads import Thread  # threads build on the builder
+
+        return Thread.of(self._for_task, self._opened_store(), thread_id)
+
+    def _for_task(self, task: str) -> AgentBuilder:
+        """A copy of this builder with another task (its tools, LLM, store and all the rest
+        shared): one turn of a thread."""
+        if not isinstance(task, str) or not task.strip():
+            raise BuildError(f"A message to the agent must be a non-empty string, not {task!r}.")
+        made = copy.copy(self)
+        made._task = task
+        made._run_id = None
+        made._turn = None
+        made._mcp_recorded = None
+        return made
+
+    def _in_thread(
+        self, turn: ThreadTurn, conversation: Sequence[HistoryEntry], parts: Mapping[str, Any]
+    ) -> AgentBuilder:
+        """Build the run as turn `turn` of a thread, starting from `conversation` (the history
+        the turn before it ended with) and `parts` (its parts of memory, by name)."""
+        self._turn = (turn, tuple(conversation), dict(parts))
+        return self
+
+    def _opened_store(self) -> EventStore:
+        """The store the agent's runs go to, opened now if it was given as a path or URL (an
+        in-memory SQLite store if none was given): every turn of a thread writes to it."""
+        store = self._store
+        if store is None:
+            store = SQLiteEventStore(":memory:")
+        elif isinstance(store, str | Path):
+            store = open_store(store)
+        if self._durability is not None and hasattr(store, "durability"):
+            store.durability = self._durability
+        self._store = store
+        return store
 
     # -- build ----------------------------------------------------------------------------
 
@@ -477,6 +531,13 @@ class AgentBuilder:
         llm, table, handlers, store = self._parts(tools)
         redactor = self.build_redactor()
         defaults = default_handlers()
+        parts = {p: _json(v) for p, v in sorted(self._facts.values())}
+        turn = self._turn
+        recorded = self._mcp_recorded
+        if turn is None and recorded is not None and recorded.thread is not None:
+            turn = (recorded.thread, recorded.conversation or (), dict(recorded.parts or {}))
+        if turn is not None:  # a part the turn before it ended with goes on from there
+            parts = {**parts, **{p: _json(v) for p, v in turn[2].items()}}
         definition = f.RunStarted(
             task=self._task,
             task_type=self._task_type,
@@ -500,8 +561,10 @@ class AgentBuilder:
             skills=self._skills.skills,
             parent_call=self._parent_call,
             custom_facts={k: p for k, (p, _) in sorted(self._facts.items())} or None,
-            parts={p: _json(v) for p, v in sorted(self._facts.values())} or None,
+            parts=dict(sorted(parts.items())) or None,
             mcp_servers=servers,
+            thread=turn[0] if turn is not None else None,
+            conversation=(turn[1] or None) if turn is not None else None,
         )
         return AgentEngine(
             store=store,
@@ -593,15 +656,7 @@ class AgentBuilder:
                 f"require_approval names tools that are not registered: {', '.join(missing)}. "
                 "Register them with .tool(...) or fix the names."
             )
-        store = self._store
-        if store is None:
-            store = SQLiteEventStore(":memory:")
-        elif isinstance(store, str | Path):
-            store = open_store(store)
-        if self._durability is not None and hasattr(store, "durability"):
-            store.durability = self._durability
-        self._store = store
-        return self._llm, table, handlers, store
+        return self._llm, table, handlers, self._opened_store()
 
     def __repr__(self) -> str:
         return (

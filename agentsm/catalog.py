@@ -144,8 +144,9 @@ def catalog_of(facts: Sequence[Fact]) -> CatalogFacts:
     """The catalog entry a run's facts (all of them, in order) make: the task of its
     RunStarted; its status if a closing fact ends it; its parent and branch point (the last
     RunBranched of a branch, the CandidatesGathered of a best-of judgement, the parent call of
-    a sub-agent run); its info (a sub-agent run's tool and parent, even in a branch of one;
-    a judgement's mark); and its summary. `ValueError` if it does not begin with RunStarted."""
+    a sub-agent run, the turn before a thread's turn); its info (a sub-agent run's tool and
+    parent, even in a branch of one; a judgement's mark; a thread's turn, even in a branch of
+    one); and its summary. `ValueError` if it does not begin with RunStarted."""
     first = facts[0] if facts else None
     if not isinstance(first, f.RunStarted):
         raise ValueError("a run's facts must begin with RunStarted")
@@ -163,6 +164,10 @@ def catalog_of(facts: Sequence[Fact]) -> CatalogFacts:
     if call is not None:
         info = {"subagent": {"parent": call.run_id, "tool": call.tool}}
         parent = (call.run_id, call.seq)
+    turn = first.thread
+    if turn is not None:  # a turn of a thread: after the turn before it, at its end
+        info = turn.info()
+        parent = (turn.previous, turn.previous_seq)
     gathered = facts[1] if len(facts) > 1 else None
     if isinstance(gathered, f.CandidatesGathered):
         info = {"judgement": True}

@@ -6,6 +6,7 @@ AgentError                   root of everything agentsm raises
 ├── AgentFailed              the run ended in Error; `.error` holds the recorded reason
 ├── HumanInputRequired       the run waits for a human decision and has no callback
 ├── EngineBusy               an engine was asked to drive its run while it already does
+├── ThreadBusy               a thread cannot take a message: its last turn has not ended
 ├── UnreadableFact           a stored fact cannot be decoded (damaged, or an unknown kind)
 │   └── FactVersionTooNew    a stored fact is of a newer version than this code reads
 └── EngineError              the run stops where it is (recorded, resumable)
@@ -40,6 +41,7 @@ __all__ = [
     "NoHandlerForState",
     "OwnershipViolation",
     "SafetyCapExceeded",
+    "ThreadBusy",
     "UnreadableFact",
     "UnrecordableFact",
 ]
@@ -103,6 +105,18 @@ class EngineBusy(AgentError):
             f"This engine is already driving run {run_id}; two drivers at once would interleave "
             "their facts. Await the first run, or build a second engine for a second run."
         )
+
+
+class ThreadBusy(AgentError):
+    """A message was sent to a thread whose last turn has not ended (it waits for a human,
+    runs, or stopped), or whose next turn another sender took meanwhile. Nothing was
+    recorded for the message."""
+
+    def __init__(self, thread_id: str, run_id: str, reason: str) -> None:
+        self.thread_id = thread_id
+        self.run_id = run_id
+        self.reason = reason
+        super().__init__(f"Thread {thread_id} cannot take the message now: {reason}.")
 
 
 class EngineError(AgentError):

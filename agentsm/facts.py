@@ -27,6 +27,7 @@ from .types import (
     ParentCall,
     ReasoningPart,
     State,
+    ThreadTurn,
     TokenBudget,
     TokenUsage,
     ToolCall,
@@ -119,6 +120,14 @@ class RunStarted(_Fact):
     """The initial value of each user-declared part of memory, by name."""
     mcp_servers: tuple[McpServerSpec, ...] = ()
     """The MCP servers whose tools the run offers (their schemas are in `tools`)."""
+    thread: ThreadTurn | None = None
+    """For a turn of a thread (`AgentBuilder.thread`): the thread, the turn and the run
+    before it (None for any other run)."""
+    conversation: tuple[HistoryEntry, ...] | None = None
+    """For a turn of a thread: the history it starts from, what the turn before it ended
+    with: the earlier user messages and answers (`HistoryEntry.message`, `.answer`), with
+    their tool calls, summaries and notes in between, as they stood then. Its own log then
+    holds all the turn needs: it folds, replays, branches and exports on its own."""
 
 
 class StepStarted(_Fact):

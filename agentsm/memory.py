@@ -106,6 +106,10 @@ class AgentMemory(BaseModel):
     offered_reasoning: tuple[ReasoningPart, ...] = ()
     """The calls, text and reasoning of the step's plan response: a plan of them names them,
     without writing them again (`ToolCallsPlanned.calls` None)."""
+    carried: int = 0
+    """For a turn of a thread: how many entries at the head of `history` come from the turns
+    before it (the conversation so far); the LLM is sent them before the task, the task being
+    this turn's user message. 0 for any other run."""
 
     def part(self, name: str) -> Any:
         """The value of the user-declared part `name` (see `AgentBuilder.fact`)."""
@@ -233,6 +237,9 @@ class AgentMemory(BaseModel):
     def build_messages(self) -> list[dict[str, Any]]:
         """A provider-neutral conversation: system prompt, task, then each step's tool calls
         (one assistant turn with call ids) and their results; `[SUMMARY]` as readable context.
+        In a turn of a thread, the conversation before it comes first (after the system
+        prompt): each earlier user message, the tool calls of its turn, and its answer, as
+        plain user and assistant messages; then the task, this turn's message.
 
         An assistant turn whose response came with reasoning has it under `reasoning`, a list
         of `ReasoningPart`s as JSON (kind, text, provider, native), in the order returned: a
@@ -240,19 +247,21 @@ class AgentMemory(BaseModel):
         messages: list[dict[str, Any]] = []
         if self.system_prompt:
             messages.append({"role": "system", "content": self.system_prompt})
-        messages.append({"role": "user", "content": self.task})
         turn: list[HistoryEntry] = []
-        for entry in (*self.history, *self.rejected):
-            if entry.is_summary:
+        carried = self.carried
+        if carried:
+            for entry in self.history[:carried]:
+                said = entry.said
+                if said is None:
+                    _add_entry(entry, turn, messages)
+                    continue
                 _flush_turn(turn, messages)
-                messages.append(
-                    {"role": "user", "content": f"Summary of the work so far: {entry.observation}"}
-                )
-            elif turn and turn[0].step != entry.step:
-                _flush_turn(turn, messages)
-                turn.append(entry)
-            else:
-                turn.append(entry)
+                messages.append({"role": said, "content": _earlier(entry)})
+            _flush_turn(turn, messages)
+        messages.append({"role": "user", "content": self.task})
+        later = self.history[carried:] if carried else self.history
+        for entry in (*later, *self.rejected):
+            _add_entry(entry, turn, messages)
         _flush_turn(turn, messages)
         for answer, reason in self.refused_answers:
             messages.append({"role": "assistant", "content": answer or "(empty answer)"})
@@ -268,7 +277,10 @@ class AgentMemory(BaseModel):
         """A digest of what `build_messages()` gives, in constant time per step."""
         rejected = [e.model_dump(mode="json") for e in self.rejected]
         refused = [list(pair) for pair in self.refused_answers]
-        return _digest([self.system_prompt, self.task, self.history_digest, rejected, refused])
+        shown: list[Any] = [self.system_prompt, self.task, self.history_digest, rejected, refused]
+        if self.carried:  # where the task stands among the entries (a thread's turn only)
+            shown.append(self.carried)
+        return _digest(shown)
 
     @classmethod
     def rebuild(cls, store: EventStore, run_id: str) -> tuple[AgentMemory, str]:
@@ -284,6 +296,29 @@ class AgentMemory(BaseModel):
             f"error={self.error!r}, usage={self.total_usage.total_tokens} tokens"
             + (f", parts={sorted(self.parts)})" if self.parts else ")")
         )
+
+
+def _add_entry(
+    entry: HistoryEntry, turn: list[HistoryEntry], messages: list[dict[str, Any]]
+) -> None:
+    """One history entry into the messages: a summary as readable context, a tool call into
+    the assistant turn of its step (the turn of an earlier step sent first)."""
+    if entry.is_summary:
+        _flush_turn(turn, messages)
+        messages.append(
+            {"role": "user", "content": f"Summary of the work so far: {entry.observation}"}
+        )
+        return
+    if turn and turn[0].step != entry.step:
+        _flush_turn(turn, messages)
+    turn.append(entry)
+
+
+def _earlier(entry: HistoryEntry) -> str:
+    """What an earlier message or answer of the thread says to the LLM."""
+    if not entry.success:
+        return f"(No answer: this turn failed. {entry.observation})"
+    return entry.observation or ("(empty answer)" if entry.said == "assistant" else "(empty)")
 
 
 def _flush_turn(turn: list[HistoryEntry], messages: list[dict[str, Any]]) -> None:
@@ -476,8 +511,17 @@ _AS_STORED: dict[type, Any] = {
 
 
 def initial_memory(fact: f.RunStarted) -> AgentMemory:
-    """The memory a run starts with, from its RunStarted fact."""
+    """The memory a run starts with, from its RunStarted fact (a thread's turn starts with
+    the conversation before it as history)."""
+    carried: dict[str, Any] = {}
+    if fact.conversation:
+        carried = {
+            "history": History(fact.conversation),
+            "history_digest": _chain("", fact.conversation),
+            "carried": len(fact.conversation),
+        }
     return AgentMemory(
+        **carried,
         task=fact.task,
         task_type=fact.task_type,
         system_prompt=with_skill_index(fact.system_prompt, fact.skills),

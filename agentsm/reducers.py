@@ -248,14 +248,14 @@ def _(fact: f.ObservationCommitted, memory: AgentMemory) -> AgentMemory:
 
 @_reduce.register
 def _(fact: f.HistoryCompressed, memory: AgentMemory) -> AgentMemory:
-    return _evolve(
-        memory,
-        {
-            "history": History((fact.summary,)),
-            "history_digest": _chain("", (fact.summary,)),
-            "retry_count": 0,
-        },
-    )
+    update: dict[str, Any] = {
+        "history": History((fact.summary,)),
+        "history_digest": _chain("", (fact.summary,)),
+        "retry_count": 0,
+    }
+    if memory.carried:  # the summary covers the earlier turns too: it follows the task
+        update["carried"] = 0
+    return _evolve(memory, update)
 
 
 @_reduce.register
@@ -266,7 +266,10 @@ def _(fact: f.ContextLimitReached, memory: AgentMemory) -> AgentMemory:
 @_reduce.register
 def _(fact: f.ContextCompacted, memory: AgentMemory) -> AgentMemory:
     history = window.compacted(memory.history, fact)
-    return _evolve(memory, {"history": history, "history_digest": _chain("", history)})
+    update: dict[str, Any] = {"history": history, "history_digest": _chain("", history)}
+    if memory.carried:
+        update["carried"] = window.carried_after(fact, memory.carried)
+    return _evolve(memory, update)
 
 
 @_reduce.register

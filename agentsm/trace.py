@@ -461,6 +461,8 @@ def summarize(fact: Fact) -> str:
                 f"{skills}{mcp}"
             )
             link = fact.parent_call
+            if fact.thread is not None:
+                text = f"turn {fact.thread.turn} of thread {fact.thread.id} {text}"
             return text if link is None else f"sub-agent of {link.run_id}@{link.seq} {text}"
         case f.StepStarted():
             return f"step {fact.step}"

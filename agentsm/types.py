@@ -26,6 +26,7 @@ __all__ = [
     "McpServerSpec",
     "ReasoningPart",
     "State",
+    "ThreadTurn",
     "TokenBudget",
     "TokenUsage",
     "ToolCall",
@@ -254,8 +255,52 @@ class HistoryEntry(_Frozen):
         """True for the single entry left by history compression."""
         return self.tool.name == SUMMARY_TOOL
 
+    @property
+    def said(self) -> str | None:
+        """ "user" for an earlier message of the thread, "assistant" for an earlier turn's
+        answer (see `ThreadTurn`), None for a tool call or a summary. Only the entries a turn
+        starts with (`AgentMemory.carried`) are read this way."""
+        return _SAID.get(self.tool.name)
+
+    @classmethod
+    def message(cls, turn: int, text: str) -> HistoryEntry:
+        """An earlier user message of a thread, as the turns after it carry it."""
+        call = ToolCall(name=USER_MESSAGE, args={}, id=f"turn-{turn}-message")
+        return cls(step=0, tool=call, observation=text, success=True)
+
+    @classmethod
+    def answer(cls, turn: int, text: str, *, failed: bool = False) -> HistoryEntry:
+        """An earlier turn's final answer (or, `failed`, the error that ended it)."""
+        call = ToolCall(name=TURN_ANSWER, args={}, id=f"turn-{turn}-answer")
+        return cls(step=0, tool=call, observation=text, success=not failed)
+
 
 SUMMARY_TOOL = "[SUMMARY]"
+USER_MESSAGE = "[USER]"
+TURN_ANSWER = "[ANSWER]"
+_SAID = {USER_MESSAGE: "user", TURN_ANSWER: "assistant"}
+
+
+class ThreadTurn(_Frozen):
+    """Where a run stands in a thread (a conversation of runs, one per user message): thread
+    `id`, its place `turn` (from 1), and the run of the turn before it, `previous`, whose
+    log ended at `previous_seq` (None for a thread's first turn). `branched_from` names the
+    thread this one was branched from, on the first turn it does not share with it."""
+
+    id: str
+    turn: int = Field(ge=1)
+    previous: str | None = None
+    previous_seq: int | None = None
+    branched_from: str | None = None
+
+    def info(self) -> dict[str, Any]:
+        """What the run catalog keeps of it (`RunRecord.info["thread"]`)."""
+        return {"thread": self.model_dump(mode="json", exclude_none=True)}
+
+    def __repr__(self) -> str:
+        after = f", after {self.previous}@{self.previous_seq}" if self.previous else ""
+        origin = f", branched from {self.branched_from!r}" if self.branched_from else ""
+        return f"ThreadTurn({self.id!r}, turn {self.turn}{after}{origin})"
 
 
 class ToolSchema(_Frozen):

@@ -17,6 +17,11 @@ only if the one before was not enough:
    at the head of history is kept);
 3. every output left is cut to the most characters that fit.
 
+In a turn of a thread, the conversation before it (`AgentMemory.carried`) is cut the same
+way, oldest first: its tool outputs in tier 1 (its messages and answers are not tool
+outputs), whole earlier turns (message, calls, answer) in tier 2, and everything in tier 3.
+The turn's own last step is kept from tiers 1 and 2, or, before it has one, the last turn.
+
 The cut is recorded as one `ContextCompacted` fact and applied by its reducer (`compacted`), so
 a fold, a replay and a branch reproduce it exactly. `cut_lines` and `cut_chars` are part of
 what the fact means: a change to them needs a new version of `ContextCompacted` (an upcaster).
@@ -42,6 +47,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CHARS_PER_TOKEN",
     "ContextEstimate",
+    "carried_after",
     "compacted",
     "compaction",
     "cut_chars",
@@ -145,8 +151,20 @@ def cut_chars(text: str, max_chars: int) -> str:
     )
 
 
-def _note(dropped: Sequence[HistoryEntry]) -> HistoryEntry:
+def _note(dropped: Sequence[HistoryEntry], conversation: bool = False) -> HistoryEntry:
     first, last = dropped[0].step, dropped[-1].step
+    if conversation:  # earlier turns of a thread: their messages are not tool calls
+        turns = sum(1 for e in dropped if e.said == "user")
+        calls = sum(1 for e in dropped if not e.is_summary and e.said is None)
+        return HistoryEntry(
+            step=first,
+            tool=ToolCall(name=SUMMARY_TOOL, args={}, id=f"compacted-conversation-{turns}"),
+            observation=(
+                f"The {turns} earliest exchange(s) of this conversation and their {calls} tool "
+                "call(s) were dropped to fit the context window; they are no longer shown."
+            ),
+            success=True,
+        )
     calls = sum(1 for e in dropped if not e.is_summary)
     steps = f"step {first}" if first == last else f"steps {first}-{last}"
     return HistoryEntry(
@@ -158,6 +176,21 @@ def _note(dropped: Sequence[HistoryEntry]) -> HistoryEntry:
         ),
         success=True,
     )
+
+
+def carried_after(cut: ContextCompacted, carried: int) -> int:
+    """How many entries at the head of history come from earlier turns of the thread after
+    `cut`, given `carried` before it: a note that takes the place of some of them counts as
+    one of them (it is sent before the task)."""
+    if cut.dropped is None:
+        return carried
+    start, end = cut.dropped
+    if start >= carried:
+        return carried
+    note = 1 if cut.note is not None else 0
+    if end <= carried:
+        return carried - (end - start) + note
+    return start + note
 
 
 def compacted(history: Sequence[HistoryEntry], cut: ContextCompacted) -> History:
@@ -184,10 +217,31 @@ def compacted(history: Sequence[HistoryEntry], cut: ContextCompacted) -> History
     return History(entries)
 
 
-def _steps(entries: Sequence[HistoryEntry], start: int, end: int) -> list[int]:
-    """The positions in [start, end) where a new step begins, and `end`."""
-    bounds = [i for i in range(start, end) if i == start or entries[i].step != entries[i - 1].step]
+def _steps(entries: Sequence[HistoryEntry], start: int, end: int, carried: int = 0) -> list[int]:
+    """The positions in [start, end) where a new step begins, and `end`; among the first
+    `carried` entries (earlier turns of a thread), where a new turn begins."""
+    bounds = [
+        i
+        for i in range(start, end)
+        if i == start
+        or (entries[i].said == "user" if i < carried else entries[i].step != entries[i - 1].step)
+        or i == carried
+    ]
     return [*bounds, end]
+
+
+def _recent(history: Sequence[HistoryEntry], carried: int) -> int:
+    """Where the entries kept from tiers 1 and 2 begin: the last step's; in a thread's turn
+    with no entry of its own yet, the last earlier turn's."""
+    last_step = history[-1].step
+    if not carried:
+        return next(i for i in range(len(history)) if history[i].step == last_step)
+    if carried < len(history):
+        recent = len(history) - 1
+        while recent > carried and history[recent - 1].step == last_step:
+            recent -= 1
+        return recent
+    return max((i for i in range(carried) if history[i].said == "user"), default=0)
 
 
 def compaction(
@@ -199,22 +253,25 @@ def compaction(
     from .facts import ContextCompacted
 
     history = memory.history
+    carried = memory.carried
     before = estimate_request(memory, tools, limit).tokens
     if not history or before <= limit:
         return None
 
     def size(cut: ContextCompacted) -> int:
-        view = memory.model_copy(update={"history": compacted(history, cut)})
-        return estimate_request(view, tools, limit).tokens
+        update: dict[str, object] = {"history": compacted(history, cut)}
+        if carried:
+            update["carried"] = carried_after(cut, carried)
+        return estimate_request(memory.model_copy(update=update), tools, limit).tokens
 
-    last_step = history[-1].step
-    recent = next(i for i in range(len(history)) if history[i].step == last_step)
+    recent = _recent(history, carried)
     head = 1 if history[0].is_summary and recent > 0 else 0
     max_lines = memory.config.tool_output_max_lines
     truncated = tuple(
         i
         for i in range(head, recent)
         if not history[i].is_summary
+        and not (i < carried and history[i].said)
         and cut_lines(history[i].observation, max_lines) != history[i].observation
     )
     cut = ContextCompacted(
@@ -226,8 +283,8 @@ def compaction(
     )
     after = size(cut)
     if after > limit:  # tier 2: drop the oldest steps, as few as will do
-        for end in _steps(history, head, recent)[1:]:
-            note = _note(history[head:end])
+        for end in _steps(history, head, recent, carried)[1:]:
+            note = _note(history[head:end], conversation=head < carried)
             cut = cut.model_copy(update={"dropped": (head, end), "note": note})
             after = size(cut)
             if after <= limit:

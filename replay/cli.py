@@ -1,5 +1,6 @@
 """The `agentsm` command line (a click group): record (demo), list, search, count, show,
-time-travel, replay, branch, diff, resume, decide, export and import runs of an agentsm log.
+time-travel, replay, branch, diff, resume, decide, export and import runs of an agentsm log;
+chat with an agent and list, show, replay and branch its threads.
 
 Every command takes `--db` (and `--debug`) anywhere on the line, after `$AGENTSM_DB` and
 ./agentsm.db; more commands are added to the group with `cli.add_command`."""
@@ -24,6 +25,7 @@ from . import (
     cli_list,
     cli_otel,
     cli_tail,
+    cli_threads,
     cli_ui,
     cli_worker,
 )
@@ -60,8 +62,10 @@ for command in (
     cli_otel.otel_command,
     cli_copy.copy_command,
     cli_ui.ui_command,
+    *cli_threads.COMMANDS,
 ):
     cli.add_command(command)
+cli_threads.add_thread_options(cli_inspect.show, cli_change.replay, cli_change.branch)
 
 
 def _one_line(error: BaseException) -> str:

@@ -14,6 +14,7 @@ import click
 from agentsm import facts as f
 from agentsm.custom import registered_facts
 from agentsm.subagent import subagent_of
+from agentsm.threads import thread_mark
 from agentsm.trace import TRACE_COLUMNS, decode
 from eventstore import SQLiteEventStore, open_store
 from eventstore.pg_url import is_postgres_url
@@ -98,6 +99,9 @@ def show(
                 f"sub-agent run ({printable(tool)}) of {printable(r.parent_id or '')}, started "
                 f"by its call at seq {r.branch_seq}"
             )
+        elif (turn := thread_mark(r)) is not None:
+            after = f", after run {printable(r.parent_id)}" if r.parent_id else ""
+            click.echo(f"turn {turn['turn']} of thread {printable(turn['id'])}{after}")
         elif r.parent_id and not r.info.get("judgement"):
             click.echo(f"branched from {printable(r.parent_id)} at seq {r.branch_seq}")
         for line in judgement_lines(store, r):

@@ -7,6 +7,7 @@ ReplayError            root of what the replay package raises about a request
 ├── ImportRefused      an export file that is bad, cut off or holds a known run: nothing imported
 ├── CopyRefused        a run that cannot be copied as it is: nothing copied
 ├── UsageError         a command-line value that cannot be used as given
+├── UnknownThread      a thread id the log holds no turn of (also a LookupError)
 └── BestOfError        a best-of-N request that cannot be served (also a ValueError)
     └── ChoiceRefused  the judge picked no candidate that finished (the judgement is recorded)
 """
@@ -31,6 +32,7 @@ __all__ = [
     "ImportRefused",
     "ReplayError",
     "SeqOutOfRange",
+    "UnknownThread",
     "UsageError",
 ]
 
@@ -68,6 +70,16 @@ class BuilderRequired(ReplayError):
 
 class UsageError(ReplayError):
     """A command-line value that cannot be used as given; the message shows the right form."""
+
+
+class UnknownThread(ReplayError, LookupError):
+    """No turn of this thread is in the log."""
+
+    def __init__(self, thread_id: str) -> None:
+        self.thread_id = thread_id
+        super().__init__(
+            f"The log holds no thread {thread_id!r}; `agentsm threads` lists the threads it holds."
+        )
 
 
 class ExportRefused(ReplayError, LogTampered):
