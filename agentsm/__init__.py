@@ -82,6 +82,7 @@ if TYPE_CHECKING:
         AnthropicCaller,
         AzureOpenAiCaller,
         AzureOpenAiResponsesCaller,
+        GeminiCaller,
         OpenAiCaller,
         OpenAiResponsesCaller,
     )
@@ -113,6 +114,7 @@ __all__ = [
     "FinalAnswer",
     "FrozenDict",
     "FrozenList",
+    "GeminiCaller",
     "HandlerCrashed",
     "History",
     "HistoryEntry",
@@ -176,6 +178,7 @@ _PROVIDER_CALLERS = frozenset(
         "AnthropicCaller",
         "AzureOpenAiCaller",
         "AzureOpenAiResponsesCaller",
+        "GeminiCaller",
         "OpenAiCaller",
         "OpenAiResponsesCaller",
     }

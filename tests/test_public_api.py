@@ -138,3 +138,19 @@ def test_openai_and_azure_callers_are_exported_from_both_packages() -> None:
         assert getattr(agentsm, name) is getattr(agentsm.llm, name)
     assert issubclass(agentsm.AzureOpenAiCaller, agentsm.OpenAiCaller)
     assert issubclass(agentsm.AzureOpenAiResponsesCaller, agentsm.OpenAiResponsesCaller)
+
+
+def test_gemini_caller_is_exported_and_loads_google_genai_only_when_used() -> None:
+    import subprocess
+    import sys
+
+    import agentsm.llm
+
+    assert "GeminiCaller" in agentsm.llm.__all__ and "GeminiCaller" in agentsm.__all__
+    assert agentsm.GeminiCaller is agentsm.llm.GeminiCaller
+    script = (
+        "import sys, agentsm, agentsm.llm\n"
+        "agentsm.llm.GeminiCaller\n"
+        "assert 'google.genai' not in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", script], check=True)

@@ -25,6 +25,7 @@ from .retry import RetryPolicy
 if TYPE_CHECKING:
     from .anthropic import AnthropicCaller
     from .azure import AzureOpenAiCaller, AzureOpenAiResponsesCaller
+    from .gemini import GeminiCaller
     from .openai import OpenAiCaller
     from .openai_responses import OpenAiResponsesCaller
 
@@ -35,6 +36,7 @@ __all__ = [
     "AzureOpenAiResponsesCaller",
     "BadRequest",
     "ContextOverflow",
+    "GeminiCaller",
     "LlmCaller",
     "LlmScriptExhausted",
     "MalformedResponse",
@@ -71,4 +73,8 @@ def __getattr__(name: str) -> Any:
         from . import azure
 
         return getattr(azure, name)
+    if name == "GeminiCaller":
+        from .gemini import GeminiCaller
+
+        return GeminiCaller
     raise AttributeError(f"module 'agentsm.llm' has no attribute {name!r}")
