@@ -28,6 +28,7 @@ from agentsm import (
     ReasoningDelta,
     TextDelta,
     TextRetracted,
+    TokenUsage,
     ToolCall,
     ToolRegistry,
 )
@@ -39,7 +40,7 @@ from agentsm.llm import (
     RateLimited,
     RetryPolicy,
 )
-from agentsm.llm._gemini_wire import gemini_contents
+from agentsm.llm._gemini_wire import gemini_contents, usage_of
 from replay import replay_run
 
 from .loopback import LoopbackProvider, fixture
@@ -154,6 +155,7 @@ def test_a_text_answer_and_the_request_as_recorded() -> None:
     assert response.model == "gemini-2.5-flash" and response.stop_reason == "stop"
     assert response.usage is not None  # thoughts (34) are output tokens
     assert (response.usage.input_tokens, response.usage.output_tokens) == (9, 9 + 34)
+    assert response.usage.reasoning_tokens == 34
     assert response.reasoning == ()
 
 
@@ -290,6 +292,20 @@ def test_parts_are_put_back_in_their_places() -> None:
         {"text": "", "thoughtSignature": signature},
         {"functionCall": {"name": "look", "args": {"q": 1}}},
     ]
+
+
+def test_usage_counts_cached_prompt_tokens_as_cache_reads() -> None:
+    from google.genai import types
+
+    meta = types.GenerateContentResponseUsageMetadata(
+        prompt_token_count=1000,
+        cached_content_token_count=800,
+        candidates_token_count=20,
+        thoughts_token_count=5,
+    )
+    assert usage_of(meta) == TokenUsage(
+        input_tokens=200, output_tokens=25, cache_read_tokens=800, reasoning_tokens=5
+    )
 
 
 # -- streaming ----------------------------------------------------------------------------------

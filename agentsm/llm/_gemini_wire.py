@@ -169,8 +169,8 @@ def reasoning_of(parts: list[dict[str, Any]], call_ids: list[str]) -> list[Reaso
 
 
 def usage_of(meta: Any) -> TokenUsage | None:
-    """`usageMetadata` as token usage: thoughts count as output, cached prompt tokens as cache
-    reads (apart from the input tokens)."""
+    """`usageMetadata` as token usage: thoughts count as output (and as reasoning), cached
+    prompt tokens as cache reads (apart from the input tokens)."""
     if meta is None:
         return None
 
@@ -183,6 +183,7 @@ def usage_of(meta: Any) -> TokenUsage | None:
         input_tokens=max(prompt - cached, 0),
         output_tokens=count("candidates_token_count") + count("thoughts_token_count"),
         cache_read_tokens=cached,
+        reasoning_tokens=count("thoughts_token_count"),
     )
 
 
