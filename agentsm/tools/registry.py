@@ -18,13 +18,13 @@ from typing import Any, get_args, overload
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
-from ._invoke import call_with_deadline
-from ._sync import run_sync
-from .errors import BuildError
-from .frozen import thaw
-from .schema import schema_errors
-from .tool_context import ToolContext, _current
-from .types import TokenUsage, ToolSchema
+from .._invoke import call_with_deadline
+from .._sync import run_sync
+from ..errors import BuildError
+from ..frozen import thaw
+from ..schema import schema_errors
+from ..tool_context import ToolContext, _current
+from ..types import TokenUsage, ToolSchema
 
 __all__ = ["Tool", "ToolContext", "ToolOutcome", "ToolRegistry", "tool"]
 
