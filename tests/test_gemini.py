@@ -491,6 +491,18 @@ def test_vertex_ai_path_credentials_and_answer() -> None:
         GeminiCaller(vertexai=True, api_key="k", credentials=Credentials(token="t"))  # type: ignore[no-untyped-call]
 
 
+def test_vertex_ai_express_mode_with_an_api_key() -> None:
+    with LoopbackProvider() as server:
+        server.serve_fixture("google/12_vertex_text_nonstream")
+        c = GeminiCaller(vertexai=True, api_key=KEY, base_url=server.url)
+        assert (c.project, c.location) == (None, None)
+        response = asyncio.run(c.call(AgentMemory(task="hi"), ToolRegistry(), "gemini-2.0-flash"))
+    request = server.requests[0]
+    assert request["path"] == "/v1beta1/publishers/google/models/gemini-2.0-flash:generateContent"
+    assert request["headers"]["x-goog-api-key"] == KEY and "authorization" not in request["headers"]
+    assert response.content == "The capital of France is Paris.\n"
+
+
 def test_vertex_credentials_that_cannot_be_refreshed_fail_as_authentication() -> None:
     from google.oauth2.credentials import Credentials
 

@@ -127,10 +127,12 @@ class GeminiCaller(ProviderCaller):
                 "credentials= and api_key= exclude each other on Vertex AI: give credentials "
                 "(with project and location), or an API key for express mode."
             )
-        self.project = project or (os.environ.get("GOOGLE_CLOUD_PROJECT") if vertexai else None)
-        self.location = location or (
-            os.environ.get("GOOGLE_CLOUD_LOCATION", "global") if vertexai else None
-        )
+        if vertexai:  # "global" where a project is known; with only a key, express mode
+            project = project or os.environ.get("GOOGLE_CLOUD_PROJECT")
+            location = location or os.environ.get("GOOGLE_CLOUD_LOCATION")
+            location = location or ("global" if project else None)
+        self.project = project
+        self.location = location
         self.credentials = credentials
         self.api_version = api_version
         self.max_tokens = max_tokens
@@ -222,11 +224,15 @@ class GeminiCaller(ProviderCaller):
             httpx_client=plain,
             httpx_async_client=loop_bound,
         )
-        place: dict[str, Any] = {}
-        if self.vertexai:
-            place = {"project": self.project, "location": self.location}
-            if self.credentials is not None:
-                place["credentials"] = self.credentials
+        place = {
+            name: value
+            for name, value in (
+                ("project", self.project),
+                ("location", self.location),
+                ("credentials", self.credentials),
+            )
+            if value is not None
+        }
         try:
             sdk = genai.Client(
                 vertexai=self.vertexai, api_key=self._key(), http_options=options, **place
@@ -293,7 +299,7 @@ class GeminiCaller(ProviderCaller):
     async def _plain(self, client: Any, request: dict[str, Any]) -> LlmResponse:
         response = await client.models.generate_content(**self._sdk_request(request))
         parts = [p for p in map(wire_part, response_parts(response)) if p is not None]
-        return llm_response(parts, response, response, request["step"])
+        return _identified(llm_response(parts, response, response, request["step"]), response)
 
     async def _streamed(self, client: Any, request: dict[str, Any]) -> LlmResponse:
         stream = await client.models.generate_content_stream(**self._sdk_request(request))
@@ -310,7 +316,7 @@ class GeminiCaller(ProviderCaller):
                 if part.get("text"):
                     (emit_reasoning if part.get("thought") else emit_text)(part["text"])
                 merge_part(parts, part)
-        return llm_response(parts, last, metered, request["step"])
+        return _identified(llm_response(parts, last, metered, request["step"]), last)
 
     def __repr__(self) -> str:
         key = "set" if (self._api_key or self._env_key()) else "missing"
@@ -353,3 +359,11 @@ def _as_status_error(error: BaseException) -> BaseException:
     if type(error).__module__.startswith("google.genai") and hasattr(error, "code"):
         return _StatusError(error)
     return error
+
+
+def _identified(response: LlmResponse, raw: Any) -> LlmResponse:
+    """`response` with the id the server gave it (`responseId`), when it gave one."""
+    given = getattr(raw, "response_id", None)
+    if isinstance(given, str) and given:
+        return response.model_copy(update={"response_id": given})
+    return response
