@@ -149,6 +149,18 @@ def _m006_event_search(db: sqlite_utils.Database) -> None:
     db.execute("INSERT INTO events_indexed VALUES (0)")
 
 
+def _m007_fact_text_search(db: sqlite_utils.Database) -> None:
+    """Search over the text of the facts, not their JSON (`eventstore.fulltext`): the words of
+    each fact, made in Python, in a contentless FTS5 table (`events_words`, rowid the event's)
+    whose `ascii` tokenizer splits them where they were joined, so SQLite and PostgreSQL find
+    the same words. The JSON index is dropped; `events_indexed.upto` starts again at 0, so the
+    next search by a store that may write indexes every fact logged before (until then a search
+    reads them one by one)."""
+    db.execute("DROP TABLE IF EXISTS events_fts")
+    db.execute("CREATE VIRTUAL TABLE events_words USING FTS5 (words, content='', tokenize='ascii')")
+    db.execute("UPDATE events_indexed SET upto = 0")
+
+
 MIGRATIONS: list[tuple[int, str, Callable[[sqlite_utils.Database], None]]] = [
     (1, "initial", _m001_initial),
     (2, "append-only inserts", _m002_append_only_inserts),
@@ -156,6 +168,7 @@ MIGRATIONS: list[tuple[int, str, Callable[[sqlite_utils.Database], None]]] = [
     (4, "run drivers", _m004_run_drivers),
     (5, "run summaries", _m005_run_summaries),
     (6, "event search", _m006_event_search),
+    (7, "fact text search", _m007_fact_text_search),
 ]
 LATEST = MIGRATIONS[-1][0]
 

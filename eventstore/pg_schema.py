@@ -121,9 +121,49 @@ _INITIAL = [
         FOR EACH STATEMENT EXECUTE FUNCTION events_notify()""",
 ]
 
+_FACT_TEXT_SEARCH = [
+    # Search over the text of the facts, not their JSON: the words of each fact, made in Python
+    # (`eventstore.fulltext`, as for SQLite) and written as a tsvector (no parser, no config),
+    # by the next search of a store that may write; an insert into `events` only notes which
+    # facts wait for it (`events_unindexed`), as cheap as an index entry. The JSON index goes.
+    # (Each statement may run again: a schema whose migrations table was rolled back by hand.)
+    "DROP INDEX IF EXISTS events_search",
+    """CREATE TABLE IF NOT EXISTS events_words (
+        run_id text NOT NULL,
+        seq integer NOT NULL,
+        kind text NOT NULL,
+        recorded_at double precision NOT NULL,
+        words tsvector NOT NULL,
+        PRIMARY KEY (run_id, seq)
+    )""",
+    "CREATE INDEX IF NOT EXISTS events_words_search ON events_words USING gin (words)",
+    # a search ranks the matches recorded last (a common word is read newest first from here)
+    "CREATE INDEX IF NOT EXISTS events_words_recorded ON events_words (recorded_at, run_id, seq)",
+    """CREATE TABLE IF NOT EXISTS events_unindexed (
+        run_id text NOT NULL,
+        seq integer NOT NULL,
+        PRIMARY KEY (run_id, seq)
+    )""",
+    """CREATE OR REPLACE FUNCTION events_to_index() RETURNS trigger LANGUAGE plpgsql
+    SET search_path FROM CURRENT AS $$
+    BEGIN
+        INSERT INTO events_unindexed (run_id, seq) SELECT run_id, seq FROM inserted;
+        RETURN NULL;
+    END $$""",
+    "DROP TRIGGER IF EXISTS events_to_index ON events",
+    """CREATE TRIGGER events_to_index AFTER INSERT ON events
+        REFERENCING NEW TABLE AS inserted
+        FOR EACH STATEMENT EXECUTE FUNCTION events_to_index()""",
+    # the facts logged before: indexed by the next search of a store that may write
+    """INSERT INTO events_unindexed (run_id, seq) SELECT run_id, seq FROM events e
+        WHERE NOT EXISTS (SELECT 1 FROM events_words w WHERE (w.run_id, w.seq) = (e.run_id, e.seq))
+        ON CONFLICT DO NOTHING""",
+]
+
 MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (1, "initial", _INITIAL),
     (2, "notify per schema", [_NOTIFY_PER_SCHEMA]),
+    (3, "fact text search", _FACT_TEXT_SEARCH),
 ]
 LATEST = MIGRATIONS[-1][0]
 

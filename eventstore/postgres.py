@@ -29,6 +29,7 @@ from .fencing import lost_lease
 from .pg_connections import Conn, Connections
 from .pg_leases import TAKEN, Leases
 from .pg_schema import LATEST, channel, migrate, schema_version
+from .pg_search import Search
 from .pg_url import DEFAULT_SCHEMA, check_schema_name, redact, split_schema
 from .records import NewEvent, RunRecord, RunSummary, StoredEvent
 from .sqlite import DURABILITY, Durability
@@ -100,6 +101,7 @@ class PostgresEventStore:
         self._writers_lock = threading.Lock()
         self._pool_size = pool_size
         self._leases = Leases(self._db, lease, functools.partial(_unknown, self._db))
+        self._search = Search(self._db, read_only=read_only)
 
     def _open_schema(self, conn: Conn, create: bool) -> None:
         """Check the schema; create or migrate it (`pg_schema.migrate`) when allowed."""
@@ -248,9 +250,9 @@ class PostgresEventStore:
                 where.append(f"{column} = %s")
                 args.append(value)
         if task is not None:
-            escaped = task.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-            where.append("task ILIKE %s")
-            args.append(f"%{escaped}%")
+            unicode = self._unicode_collation()
+            where.append(f"strpos(lower(task{unicode}), lower(%s::text{unicode})) > 0")
+            args.append(task)
         if since is not None:
             where.append("updated_at >= %s")
             args.append(since)
@@ -263,6 +265,14 @@ class PostgresEventStore:
             query += " LIMIT %s"
             args.append(max(0, limit))
         return [_run_record(r) for r in self._db.rows(query, args)]
+
+    def _unicode_collation(self) -> str:
+        """A COLLATE clause under which `lower` knows every letter (ICU's root locale), when
+        the server has ICU: a database made with LC_CTYPE=C lowercases ASCII letters only."""
+        if not hasattr(self, "_collate"):
+            found = self._db.rows("SELECT 1 FROM pg_collation WHERE collname = 'und-x-icu'")
+            self._collate = ' COLLATE "und-x-icu"' if found else ""
+        return self._collate
 
     def set_status(self, run_id: str, status: str) -> None:
         """Change a run's status in the catalog (the catalog is not the log: it may change).
@@ -551,29 +561,17 @@ class PostgresEventStore:
     def search(
         self, text: str, *, kinds: Sequence[str] | None = None, limit: int = 50
     ) -> list[tuple[str, int, str, str]]:
-        """The events whose payload holds every word of `text` (PostgreSQL full-text search,
-        best match first): `(run_id, seq, kind, snippet)`, the snippet marking the words found
-        with [ ]; only events of `kinds` when given."""
-        if not text.split():
-            return []
-        query = (
-            "SELECT run_id, seq, kind, ts_headline('simple', payload, q, "
-            "'StartSel=[, StopSel=], MaxWords=16, MinWords=4, FragmentDelimiter=…') "
-            "FROM events, plainto_tsquery('simple', %s) AS q "
-            "WHERE to_tsvector('simple', payload) @@ q"
-        )
-        args: list[Any] = [text]
-        if kinds is not None:
-            query += " AND kind = ANY(%s)"
-            args.append(list(kinds))
-        query += " ORDER BY ts_rank(to_tsvector('simple', payload), q) DESC, run_id, seq LIMIT %s"
-        args.append(max(0, limit))
-        return [(r[0], r[1], r[2], r[3]) for r in self._db.rows(query, args)]
+        """The facts whose text holds every term of `text` (words, phrases, `prefix*`), best
+        first, with their matching text: see `eventstore.pg_search`."""
+        return self._search.search(text, kinds=kinds, limit=limit)
+
+    def index_for_search(self, *, batch: int = 5000) -> int:
+        """Index the facts appended since the last search; how many (none when read-only)."""
+        return self._search.index(batch=batch)
 
     def unindexed(self) -> int:
-        """How many events the search does not see yet: none, PostgreSQL searches every event
-        as it is."""
-        return 0
+        """How many facts the full-text index does not hold yet."""
+        return self._search.unindexed()
 
     def verify(self, run_id: str) -> ChainReport:
         """Check the hash chain of a run: the first broken link, if any (see `eventstore.chain`)."""

@@ -173,12 +173,22 @@ class PayloadReader(Protocol):
 
 @runtime_checkable
 class Searchable(Protocol):
-    """A store with full-text search over its events and a one-pass read of events by kind
-    (`agentsm search` and `agentsm stats`); both backends are."""
+    """A store with full-text search over the text of its facts and a one-pass read of events
+    by kind (`agentsm search` and `agentsm stats`); both backends are, with the same words
+    (`eventstore.fulltext`: the string values of the payload, split on what is not a letter or
+    digit after case and accent folding, so an e-mail address or a URL is found alike).
+
+    `search` returns `(run_id, seq, kind, snippet)` for the facts holding every term of `text`
+    (a word, a `"quoted phrase"`, a `prefix*`), best first: the snippet is the matching text,
+    on one line, each match in `[ ]`. A store that may write first indexes what was appended
+    since (`index_for_search`); the facts not in the index (`unindexed`: a read-only store's
+    newest, or every fact of a log from before the index) are read one by one, slower."""
 
     def search(
         self, text: str, *, kinds: Sequence[str] | None = None, limit: int = 50
     ) -> list[tuple[str, int, str, str]]: ...
+
+    def index_for_search(self) -> int: ...
 
     def unindexed(self) -> int: ...
 

@@ -22,6 +22,7 @@ from typing import Any, Literal, TypeVar
 
 import sqlite_utils
 
+from . import fulltext
 from .chain import GENESIS, ChainReport, chained, check_chain
 from .driver import CLAIM_ORDER, RELEASED, Driver, hands_back, refuse_live_driver
 from .errors import (
@@ -407,7 +408,8 @@ class SQLiteEventStore:
             where.append("model = ?")
             args.append(model)
         if task is not None:
-            where.append("instr(lower(task), ?) > 0")
+            self._define_unicode_lower()
+            where.append("instr(unicode_lower(task), ?) > 0")
             args.append(task.lower())
         if since is not None:
             where.append("updated_at >= ?")
@@ -421,6 +423,14 @@ class SQLiteEventStore:
             sql += " LIMIT ?"
             args.append(max(limit, 0))
         return [_run_record(r) for r in self._rows(sql, tuple(args))]
+
+    def _define_unicode_lower(self) -> None:
+        """`unicode_lower(text)` in this connection's SQL: Python's `str.lower`, every letter
+        (SQLite's `lower` and `NOCASE` know ASCII letters only), as PostgreSQL's `lower`."""
+        with self._lock:
+            if not getattr(self, "_unicode_lower", False):
+                self._conn.create_function("unicode_lower", 1, _lower, deterministic=True)
+                self._unicode_lower = True
 
     def unsummarized(self) -> list[str]:
         """The runs with facts but no summary in the catalog (logged before it kept them), oldest
@@ -436,55 +446,94 @@ class SQLiteEventStore:
     def search(
         self, text: str, *, kinds: Sequence[str] | None = None, limit: int = 50
     ) -> list[tuple[str, int, str, str]]:
-        """The events whose payload holds every word of `text` (full-text, best match first):
-        `(run_id, seq, kind, snippet)`, the snippet marking the words found with [ ]; only
-        events of `kinds` when given. A writable store first indexes the events appended since
-        the last search (`index_for_search`); a read-only one searches what is indexed
-        (`unindexed` says how many events are not)."""
-        words = text.split()
-        if not words or "events_fts" not in self._tables():
+        """The facts whose text holds every term of `text` (`eventstore.fulltext`: words,
+        phrases, `prefix*`), best match (bm25) first among the last `fulltext.CANDIDATES`
+        written that match: `(run_id, seq, kind, snippet)`, the snippet the matching text with
+        each match in [ ]; only facts of `kinds` when given. A writable store first indexes the
+        facts appended since the last search (`index_for_search`); facts not in the index (a
+        read-only store's, or a log from before the index) are read one by one and come after
+        the indexed matches."""
+        terms = fulltext.parse_query(text)
+        if not terms or limit <= 0 or (kinds is not None and not kinds):
             return []
-        if not self.read_only:
+        indexed = "events_words" in self._tables()
+        if indexed and not self.read_only:
             self.index_for_search()
-        query = " ".join('"' + w.replace('"', '""') + '"' for w in words)
-        sql = (
-            "SELECT e.run_id, e.seq, e.kind, snippet(events_fts, 0, '[', ']', '…', 16) "
-            "FROM events_fts JOIN events e ON e.rowid = events_fts.rowid "
-            "WHERE events_fts MATCH ?"
-        )
-        args: list[Any] = [query]
-        if kinds is not None:
-            sql += f" AND e.kind IN ({', '.join('?' * len(kinds))})"
-            args.extend(kinds)
-        sql += " ORDER BY rank LIMIT ?"
-        args.append(limit)
-        return [(r[0], r[1], r[2], r[3]) for r in self._rows(sql, tuple(args))]
+        rows: list[tuple[str, int, str, str]] = []
+        upto = 0
+        if indexed:
+            upto = self._rows("SELECT upto FROM events_indexed")[0][0]
+            of_kinds = f"AND e.kind IN ({', '.join('?' * len(kinds))})" if kinds else ""
+            rows = self._rows(
+                "SELECT e.run_id, e.seq, e.kind, e.payload FROM (SELECT w.rowid AS id, "
+                "bm25(events_words) AS rank FROM events_words w JOIN events e "
+                f"ON e.rowid = w.rowid WHERE events_words MATCH ? {of_kinds} "
+                "ORDER BY w.rowid DESC LIMIT ?) AS c JOIN events e ON e.rowid = c.id "
+                "ORDER BY c.rank, c.id DESC LIMIT ?",
+                (fulltext.fts5_query(terms), *(kinds or ()), fulltext.CANDIDATES, limit),
+            )
+        if len(rows) < limit:
+            rows += fulltext.scan(self._unindexed_pages(upto, kinds), terms, limit - len(rows))
+        return [(r, s, k, fulltext.snippet(fulltext.fact_text(p), terms)) for r, s, k, p in rows]
 
-    def index_for_search(self) -> int:
-        """Add the events appended since the last call to the full-text index, in one
-        transaction; returns how many were added. The append path never pays for the index."""
+    def _unindexed_pages(
+        self, upto: int, kinds: Sequence[str] | None, size: int = 2000
+    ) -> Iterator[list[tuple[str, int, str, str]]]:
+        """The facts after event rowid `upto` (of `kinds`), a page at a time."""
+        where = f" AND kind IN ({', '.join('?' * len(kinds))})" if kinds is not None else ""
+        while True:
+            page = self._rows(
+                "SELECT rowid, run_id, seq, kind, payload FROM events WHERE rowid > ?"
+                f"{where} ORDER BY rowid LIMIT ?",
+                (upto, *(kinds or ()), size),
+            )
+            if not page:
+                return
+            upto = page[-1][0]
+            yield [(r[1], r[2], r[3], r[4]) for r in page]
+
+    def index_for_search(self, *, batch: int = 5000) -> int:
+        """Add the facts appended since the last call to the full-text index (their words,
+        `eventstore.fulltext`); returns how many were added. Words are made outside the write
+        transaction, `batch` facts at a time, each batch committed unless another process
+        indexed it meanwhile. The append path never pays for the index. A read-only store, or
+        a log from before the index (not migrated), indexes nothing."""
+        if self.read_only or "events_words" not in self._tables():
+            return 0
         added = 0
-
-        def write(conn: sqlite3.Connection) -> None:
-            nonlocal added
-            upto = conn.execute("SELECT upto FROM events_indexed").fetchone()[0]
-            last = conn.execute("SELECT COALESCE(MAX(rowid), 0) FROM events").fetchone()[0]
-            if last > upto:
-                conn.execute(
-                    "INSERT INTO events_fts (rowid, payload) SELECT rowid, payload FROM events "
-                    "WHERE rowid > ? AND rowid <= ?",
-                    (upto, last),
-                )
-                conn.execute("UPDATE events_indexed SET upto = ?", (last,))
-                added = last - upto
-
-        self._transaction(write, "bring the search index up to date")
+        while (indexed := self._index_next(batch)) is not None:
+            added += indexed
         return added
 
+    def _index_next(self, batch: int) -> int | None:
+        """Index the next `batch` facts not indexed: how many (0 when another store did it
+        first), None when every fact is."""
+        upto = self._rows("SELECT upto FROM events_indexed")[0][0]
+        page = self._rows(
+            "SELECT rowid, payload FROM events WHERE rowid > ? ORDER BY rowid LIMIT ?",
+            (upto, batch),
+        )
+        if not page:
+            return None
+        last = page[-1][0]
+        rows = [(rowid, " ".join(fulltext.words(fulltext.fact_text(p)))) for rowid, p in page]
+
+        def write(conn: sqlite3.Connection) -> int:
+            if conn.execute("SELECT upto FROM events_indexed").fetchone()[0] != upto:
+                return 0  # another store indexed them meanwhile
+            conn.executemany(
+                "INSERT INTO events_words (rowid, words) VALUES (?, ?)",
+                [row for row in rows if row[1]],
+            )
+            conn.execute("UPDATE events_indexed SET upto = ?", (last,))
+            return len(rows)
+
+        return self._transaction(write, "bring the search index up to date")
+
     def unindexed(self) -> int:
-        """How many events the full-text index does not hold yet (appended since the last
-        search by a store that could write)."""
-        if "events_indexed" not in self._tables():
+        """How many facts the full-text index does not hold yet (appended since the last
+        search by a store that could write, or logged before the index)."""
+        if "events_words" not in self._tables():
             return int(self._rows("SELECT COUNT(*) FROM events")[0][0])
         upto = self._rows("SELECT upto FROM events_indexed")[0][0]
         return int(self._rows("SELECT COUNT(*) FROM events WHERE rowid > ?", (upto,))[0][0])
@@ -1117,6 +1166,10 @@ def _write_summary(conn: sqlite3.Connection, run_id: str, summary: RunSummary) -
         f"UPDATE runs SET {_SUMMARY_SET} WHERE run_id = ?", (*_summary_row(summary), run_id)
     )
     return cur.rowcount
+
+
+def _lower(text: str | None) -> str | None:
+    return None if text is None else text.lower()
 
 
 def _run_record(row: tuple[Any, ...]) -> RunRecord:

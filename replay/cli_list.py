@@ -13,7 +13,8 @@ from agentsm import facts as f
 from agentsm.subagent import subagent_of
 from agentsm.tables import Column
 from agentsm.trace import decode
-from eventstore import EventStore, RunRecord, Searchable
+from eventstore import EventStore, RunRecord, Searchable, StoreError, open_store
+from eventstore.pg_url import is_postgres_url
 
 from .cli_common import (
     Listing,
@@ -268,16 +269,21 @@ best-of judges answered and picked."""
 
 
 @click.command(
-    epilog=example("agentsm search 'capital France'", "agentsm search timeout -n 100 --json")
+    epilog=example(
+        "agentsm search 'capital France'",
+        "agentsm search 'inhab* \"rate limit\" bob@example.com'",
+        "agentsm search timeout -n 100 --json",
+    )
 )
 @click.argument("text")
 @limit_option("facts")
 @format_options
 @common
 def search(text: str, limit: int, fmt: str | None) -> None:
-    """Full-text search over tasks, LLM answers, tool observations and errors: the matching
-    facts (best first) with the runs they belong to."""
-    store = open_log(write=can_write(db_path()))  # to index the facts logged since last time
+    """Full-text search over tasks, LLM answers, tool observations and errors: the facts
+    holding every word (case and accents aside; a "quoted phrase" or an address as words in a
+    row, prefix* for any ending), best first, with their runs and matching text."""
+    store = _open_to_index()
     if not isinstance(store, Searchable):
         raise UsageError(
             f"{shown(db_path())} has no full-text search; point --db at a log that does."
@@ -286,8 +292,9 @@ def search(text: str, limit: int, fmt: str | None) -> None:
     missed = store.unindexed()  # a writable log was brought up to date by the search
     if missed:
         click.echo(
-            f"agentsm: note: the last {plural(missed, 'fact')} of this log are not in its search "
-            "index yet, and it is read-only for you: search it once with write access.",
+            f"agentsm: note: {plural(missed, 'fact')} of this log are not in its search index "
+            "yet (it is read-only for you), so they were read one by one: search it once with "
+            "write access to index them.",
             err=True,
         )
     if not hits and fmt is None:
@@ -308,10 +315,27 @@ def search(text: str, limit: int, fmt: str | None) -> None:
         click.echo(f"\n{plural(len(hits), 'fact')} in {plural(runs_hit, 'run')}", err=True)
 
 
+def _open_to_index() -> EventStore:
+    """The log, writable when this user may write it (its search indexes the facts logged
+    since the last one): a SQLite file they may write, or a PostgreSQL log they may write to
+    (else read-only)."""
+    path = db_path()
+    if is_postgres_url(path):
+        try:
+            return open_store(path, create=False)
+        except StoreError:
+            pass  # not allowed to write (or to migrate it): a reader searches it as it is
+    return open_log(write=can_write(path))
+
+
 def _around_match(snippet: str, before: int = 24) -> str:
-    """The snippet from a little before its first match, so that a cut table cell shows it."""
+    """The snippet from a word or so before its first match, so that a cut table cell shows
+    it."""
     at = snippet.find("[")
-    return snippet if at <= before else "…" + snippet[at - before :]
+    if at <= before:
+        return snippet
+    space = snippet.find(" ", at - before, at)
+    return "…" + snippet[space + 1 if space >= 0 else at :]
 
 
 _NAMING = ("LlmResponded", "ToolCallsPlanned", "ToolCallStarted", "ObservationCommitted")

@@ -179,11 +179,10 @@ def test_search_indexes_what_was_appended_since_the_last_search(tmp_path: Path) 
     assert [h[1] for h in store.search("zebra")] == [1] and store.unindexed() == 0
     store.append("r", 1, [NewEvent("Said", '{"text": "second zebra"}')])
     reader = SQLiteEventStore(tmp_path / "log.db", read_only=True)
-    assert reader.unindexed() == 1 and [h[1] for h in reader.search("zebra")] == [1]
+    assert reader.unindexed() == 1  # the second fact is read as it is
+    assert sorted(h[1] for h in reader.search("zebra")) == [1, 2]
     assert store.search("okapi") == []  # a refused append left nothing to index
-    assert [(h[1], h[3]) for h in store.search("zebra second")] == [
-        (2, '{"text": "[second] [zebra]"}')
-    ]
+    assert [(h[1], h[3]) for h in store.search("zebra second")] == [(2, "[second] [zebra]")]
     assert reader.unindexed() == 0 and sorted(h[1] for h in reader.search("zebra")) == [1, 2]
     assert store.index_for_search() == 0  # each event is indexed once
     assert sorted(h[1] for h in store.search("zebra", kinds=["Said"])) == [1, 2]

@@ -25,7 +25,7 @@ from agentsm import (  # noqa: E402
     MockLlmCaller,
     build_transition_table,
 )
-from eventstore import SQLiteEventStore  # noqa: E402
+from eventstore import Searchable, SQLiteEventStore  # noqa: E402
 from replay import decide, memory_at  # noqa: E402
 from replay.cli import main  # noqa: E402
 from replay.demo import demo_agent  # noqa: E402
@@ -159,10 +159,13 @@ def test_search_finds_facts_on_either_backend(log_url: str) -> None:
     store = connect(log_url)
     with pytest.raises(HumanInputRequired) as waiting:
         make_agent("pay the quarterly invoice").store(store).build().run()
-    if isinstance(store, SQLiteEventStore):  # the viewer reads it read-only: index it first
-        store.index_for_search()
-    with client(log_url) as api:
+    with client(log_url) as api:  # the viewer reads it read-only: facts not indexed yet
         assert api.get("/api/info").json()["search"] is True
+        read = api.get("/api/search", params={"q": "quarterly"}).json()
+    assert read["unindexed"] > 0 and read["hits"]  # read one by one
+    assert isinstance(store, Searchable)
+    store.index_for_search()
+    with client(log_url) as api:
         found = api.get("/api/search", params={"q": "quarterly"}).json()
     assert found["available"] is True and found["unindexed"] == 0
     hits = [(h["run_id"], h["kind"]) for h in found["hits"]]

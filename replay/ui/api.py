@@ -79,8 +79,8 @@ def search(
     viewer: ViewerDep, q: Annotated[str, Query(min_length=1)], limit: int = 50
 ) -> dict[str, Any]:
     """Full-text search over tasks, LLM text, observations and errors: the matching facts,
-    best first, with `[` `]` around the words found (`unindexed`: facts of a read-only SQLite
-    log not in its search index yet)."""
+    best first, each with its matching text and `[` `]` around the words found (`unindexed`:
+    facts not in the search index yet, read one by one: the viewer opens the log read-only)."""
     store = viewer.store
     if not isinstance(store, Searchable):
         return {"available": False, "hits": [], "unindexed": 0}

@@ -76,7 +76,7 @@ async function searchResults(box, q) {
   try {
     const found = await api(`/api/search?${new URLSearchParams({ q }).toString()}`);
     if (!found.available) return box.append(el("p", { class: "muted", text: "This log has no full-text search." }));
-    if (found.unindexed) box.append(el("p", { class: "muted", text: `${found.unindexed} recent facts are not in the search index yet (run agentsm search once with write access).` }));
+    if (found.unindexed) box.append(el("p", { class: "muted", text: `${found.unindexed} facts are not in the search index yet and were read one by one (run agentsm search once with write access to index them).` }));
     const table = el("table", { class: "runs" }, el("thead", {}, el("tr", {}, ["run", "seq", "fact", "match"].map((h) => el("th", { text: h })))));
     const body = el("tbody", {});
     for (const hit of found.hits) {
