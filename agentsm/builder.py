@@ -33,6 +33,7 @@ from .redaction import Hook, Redactor
 from .skills import READ_SKILL_TOOL, SkillSet
 from .states import AgentState, default_handlers
 from .tools import Tool, ToolRegistry, tool
+from .tools.workspace import Workspace, WorkspaceLimits
 from .trace import decode
 from .transitions import TransitionTable, build_transition_table
 from .types import AgentConfig, HistoryEntry, ParentCall, ThreadTurn, TokenBudget, as_state
@@ -391,6 +392,45 @@ class AgentBuilder:
         self._tools.add(
             SubAgentTool(self, name, description, child, share_budget=share_budget, timeout=timeout)
         )
+        return self
+
+    def workspace(
+        self,
+        path: str | Path,
+        *,
+        approve_writes: bool = True,
+        approve_shell: bool = True,
+        shell: bool = True,
+        env: Mapping[str, str] | None = None,
+        limits: WorkspaceLimits | None = None,
+        prefix: str = "",
+    ) -> AgentBuilder:
+        """Give the LLM files and a shell confined to the directory `path`: `read_file`,
+        `write_file`, `edit_file`, `list_files`, `search_files` and `shell` (see
+        `agentsm.tools.workspace`). Writes and commands wait for a human's approval unless
+        `approve_writes` / `approve_shell` is False; `shell=False` leaves the shell out; `env`
+        adds to its minimal environment; `limits` sets sizes and the command timeout; `prefix`
+        goes before each tool name. The directory is not needed to build (nor to replay)."""
+        ws = Workspace(
+            Path(path),
+            shell=shell,
+            env=dict(env or {}),
+            limits=limits or WorkspaceLimits(),
+            prefix=prefix,
+        )
+        made = ws.tools()
+        taken = [t.name for t in made if self._tools.has(t.name)]
+        if taken:
+            raise BuildError(
+                f"workspace(): the agent has a tool named {taken[0]!r} already; give the "
+                "workspace a prefix=... to tell its tools apart."
+            )
+        for item in made:
+            self._tools.add(item)
+        if approve_writes:
+            self._approval_required.extend(ws.writing_tools)
+        if approve_shell and ws.shell_tool is not None:
+            self._approval_required.append(ws.shell_tool)
         return self
 
     def parent_call(self, link: ParentCall | None) -> AgentBuilder:
