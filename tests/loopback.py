@@ -9,6 +9,7 @@ request and never answer.
 
 from __future__ import annotations
 
+import base64
 import json
 import socket
 import struct
@@ -118,15 +119,16 @@ class LoopbackProvider:
     def serve(
         self,
         status: int,
-        body: str | dict[str, Any],
+        body: str | bytes | dict[str, Any],
         headers: dict[str, str] | None = None,
         *,
         cut_after: int | None = None,
     ) -> LoopbackProvider:
         """Queue one response (cut, and the connection reset, after `cut_after` bytes)."""
-        text = body if isinstance(body, str) else json.dumps(body)
+        if not isinstance(body, bytes):
+            body = (body if isinstance(body, str) else json.dumps(body)).encode()
         self.responses.append(
-            Reply(status, headers or {"content-type": "application/json"}, text.encode(), cut_after)
+            Reply(status, headers or {"content-type": "application/json"}, body, cut_after)
         )
         return self
 
@@ -134,9 +136,10 @@ class LoopbackProvider:
         """Queue a recorded response as it was recorded; returns the whole interaction."""
         item = fixture(name)
         response = item["response"]
-        self.serve(
-            response["status"], response["body"], dict(response["headers"]), cut_after=cut_after
-        )
+        body = response["body"]
+        if response.get("body_encoding") == "base64":  # e.g. AWS event-stream bytes
+            body = base64.b64decode(body)
+        self.serve(response["status"], body, dict(response["headers"]), cut_after=cut_after)
         return item
 
     def hang(self) -> LoopbackProvider:

@@ -125,6 +125,23 @@ def test_reprs_say_what_the_object_is() -> None:
     assert "Find things" in repr(AgentBuilder("Find things"))
 
 
+def test_bedrock_caller_is_exported_and_loads_boto3_only_when_used() -> None:
+    import subprocess
+    import sys
+
+    import agentsm.llm
+
+    assert "BedrockCaller" in agentsm.llm.__all__ and "BedrockCaller" in agentsm.__all__
+    assert agentsm.BedrockCaller is agentsm.llm.BedrockCaller
+    script = (
+        "import sys, agentsm, agentsm.llm\n"
+        "assert 'boto3' not in sys.modules and 'botocore' not in sys.modules\n"
+        "agentsm.llm.BedrockCaller\n"
+        "assert 'boto3' not in sys.modules  # built callers load it on first call\n"
+    )
+    subprocess.run([sys.executable, "-c", script], check=True)
+
+
 def test_openai_and_azure_callers_are_exported_from_both_packages() -> None:
     import agentsm.llm
 

@@ -25,6 +25,7 @@ from .retry import RetryPolicy
 if TYPE_CHECKING:
     from .anthropic import AnthropicCaller
     from .azure import AzureOpenAiCaller, AzureOpenAiResponsesCaller
+    from .bedrock import BedrockCaller
     from .gemini import GeminiCaller
     from .openai import OpenAiCaller
     from .openai_responses import OpenAiResponsesCaller
@@ -35,6 +36,7 @@ __all__ = [
     "AzureOpenAiCaller",
     "AzureOpenAiResponsesCaller",
     "BadRequest",
+    "BedrockCaller",
     "ContextOverflow",
     "GeminiCaller",
     "LlmCaller",
@@ -77,4 +79,8 @@ def __getattr__(name: str) -> Any:
         from .gemini import GeminiCaller
 
         return GeminiCaller
+    if name == "BedrockCaller":
+        from .bedrock import BedrockCaller
+
+        return BedrockCaller
     raise AttributeError(f"module 'agentsm.llm' has no attribute {name!r}")
