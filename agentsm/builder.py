@@ -39,6 +39,7 @@ from .transitions import TransitionTable, build_transition_table
 from .types import AgentConfig, HistoryEntry, ParentCall, ThreadTurn, TokenBudget, as_state
 
 if TYPE_CHECKING:
+    from .openapi import Auth, OpenApi
     from .threads import Thread
 
 __all__ = ["AgentBuilder"]
@@ -499,6 +500,52 @@ class AgentBuilder:
         thread starts again from what it recorded it started from (its place in the thread,
         the conversation before it and the parts), as it starts from its recorded task."""
         self._mcp_recorded = definition
+        return self
+
+    def openapi(
+        self,
+        spec: str | Path | Mapping[str, Any] | OpenApi,
+        *,
+        base_url: str | None = None,
+        auth: Auth | None = None,
+        operations: Iterable[str] | None = None,
+        tags: Iterable[str] | None = None,
+        paths: Iterable[str] | None = None,
+        timeout: float = 30.0,
+        max_response_bytes: int = 20_000,
+        prefix: str = "",
+        headers: Mapping[str, str] | None = None,
+    ) -> AgentBuilder:
+        """Offer the operations of an OpenAPI 3.0 or 3.1 document as tools, one per operation
+        with an operationId: `spec` is a file, an http(s) URL (read now), the JSON or YAML
+        text, or an `OpenApi`. `operations` (ids), `tags` and `paths` (prefixes) narrow the
+        choice; `auth` is a bearer token, a `Bearer`/`ApiKey`/`Basic`, or secrets by security
+        scheme name, added to each request when it is sent and redacted from every fact;
+        `timeout` (seconds) and `max_response_bytes` bound each call. See `agentsm.openapi`."""
+        from .openapi import OpenApi
+
+        api = spec if isinstance(spec, OpenApi) else OpenApi.load(spec, timeout=timeout)
+        made = api.tools(
+            base_url=base_url,
+            auth=auth,
+            operations=operations,
+            tags=tags,
+            paths=paths,
+            timeout=timeout,
+            max_response_bytes=max_response_bytes,
+            prefix=prefix,
+            headers=headers,
+        )
+        clash = [t.name for t in made if self._tools.has(t.name)]
+        if clash:
+            raise BuildError(
+                f"The agent has a tool named {clash[0]!r} already; give openapi() a prefix=... "
+                "to name the API's tools apart."
+            )
+        for item in made:
+            self._tools.add(item)
+        if made and made[0].secrets:
+            self.redact(made[0].credentials_hook(), name=f"openapi {api.title}: credentials")
         return self
 
     # -- conversations ----------------------------------------------------------------------

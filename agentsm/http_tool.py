@@ -8,8 +8,7 @@ response and never call the server again.
 
 from __future__ import annotations
 
-import httpx
-
+from ._http import send
 from .tools import tool
 
 __all__ = ["BODY_LIMIT", "http_request"]
@@ -24,10 +23,9 @@ async def http_request(method: str, url: str, body: str = "", content_type: str 
     (at most 20,000 characters). A 4xx or 5xx status is a result, not a failure; a network
     error (no such host, refused, timed out) fails the call with its reason."""
     headers = {"content-type": content_type} if content_type else {}
-    async with httpx.AsyncClient(timeout=30.0, follow_redirects=True) as client:
-        response = await client.request(
-            method.upper(), url, content=body.encode() if body else None, headers=headers
-        )
-    text = response.text
+    reply = await send(
+        method.upper(), url, content=body.encode() if body else None, headers=headers
+    )
+    text = reply.text
     cut = f"\n[... {len(text) - BODY_LIMIT} more characters]" if len(text) > BODY_LIMIT else ""
-    return f"HTTP {response.status_code} {response.reason_phrase}\n{text[:BODY_LIMIT]}{cut}"
+    return f"{reply.status_line}\n{text[:BODY_LIMIT]}{cut}"
