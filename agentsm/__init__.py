@@ -88,7 +88,7 @@ if TYPE_CHECKING:
         OpenAiResponsesCaller,
     )
 
-__version__ = "0.1.0"
+__version__ = "0.3.0"
 
 __all__ = [
     "SUSPEND",
