@@ -77,3 +77,15 @@ def test_generated_pages_hold_the_code_s_numbers() -> None:
         assert f"| `{kind}` | {version} |" in page
     tables = hook.on_page_markdown((DOCS / "reference" / "log-tables.md").read_text())
     assert "| `runs` | `run_id`, `task`" in tables
+
+
+def test_the_command_line_page_names_every_command() -> None:
+    import click
+
+    from replay.cli import cli
+
+    page = (DOCS / "how-to" / "command-line.md").read_text()
+    block = page.split("```\n", 2)[1]  # the overview of the commands, first on the page
+    names = cli.list_commands(click.Context(cli))
+    missing = [name for name in names if not re.search(rf"(agentsm|\|) ?{name}\b", block)]
+    assert not missing, f"the overview on how-to/command-line.md leaves out {missing}"
