@@ -18,8 +18,8 @@ from .errors import (
 )
 from .migrations import LATEST as SCHEMA_VERSION
 from .open import open_store
-from .protocol import AsyncAppend, AsyncDrive, EventStore, PayloadReader, Searchable
-from .records import NewEvent, RunRecord, RunSummary, StoredEvent
+from .protocol import AsyncAppend, AsyncDrive, EventStore, Inbox, PayloadReader, Searchable
+from .records import InboxMessage, NewEvent, RunRecord, RunSummary, StoredEvent
 from .sqlite import DURABILITY, Durability, SQLiteEventStore
 
 if TYPE_CHECKING:
@@ -37,6 +37,8 @@ __all__ = [
     "Driver",
     "Durability",
     "EventStore",
+    "Inbox",
+    "InboxMessage",
     "LeaseLost",
     "LogTampered",
     "NewEvent",

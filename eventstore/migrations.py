@@ -161,6 +161,27 @@ def _m007_fact_text_search(db: sqlite_utils.Database) -> None:
     db.execute("UPDATE events_indexed SET upto = 0")
 
 
+def _m008_inbox(db: sqlite_utils.Database) -> None:
+    """Messages to a run from outside (`Inbox`): anyone may post one, the run's driver takes
+    them. A message is never changed nor deleted, except `taken`, which goes from 0 to 1."""
+    db.execute(
+        "CREATE TABLE inbox (run_id TEXT NOT NULL, n INTEGER NOT NULL, kind TEXT NOT NULL, "
+        "payload TEXT NOT NULL, posted_at REAL NOT NULL, taken INTEGER NOT NULL DEFAULT 0, "
+        "PRIMARY KEY (run_id, n))"
+    )
+    db.execute(
+        "CREATE TRIGGER inbox_refuse_change BEFORE UPDATE ON inbox "
+        "WHEN NEW.run_id IS NOT OLD.run_id OR NEW.n IS NOT OLD.n OR NEW.kind IS NOT OLD.kind "
+        "OR NEW.payload IS NOT OLD.payload OR NEW.posted_at IS NOT OLD.posted_at "
+        "OR NEW.taken < OLD.taken BEGIN "
+        "SELECT RAISE(ABORT, 'inbox: a message is never changed, only taken'); END"
+    )
+    db.execute(
+        "CREATE TRIGGER inbox_refuse_delete BEFORE DELETE ON inbox BEGIN "
+        "SELECT RAISE(ABORT, 'inbox: a message is never deleted'); END"
+    )
+
+
 MIGRATIONS: list[tuple[int, str, Callable[[sqlite_utils.Database], None]]] = [
     (1, "initial", _m001_initial),
     (2, "append-only inserts", _m002_append_only_inserts),
@@ -169,6 +190,7 @@ MIGRATIONS: list[tuple[int, str, Callable[[sqlite_utils.Database], None]]] = [
     (5, "run summaries", _m005_run_summaries),
     (6, "event search", _m006_event_search),
     (7, "fact text search", _m007_fact_text_search),
+    (8, "inbox", _m008_inbox),
 ]
 LATEST = MIGRATIONS[-1][0]
 

@@ -160,10 +160,47 @@ _FACT_TEXT_SEARCH = [
         ON CONFLICT DO NOTHING""",
 ]
 
+_INBOX = [
+    # Messages to a run from outside (`eventstore.Inbox`): anyone may post one, the run's
+    # driver takes them; a message is never changed nor deleted, except `taken` (false to
+    # true). An insert NOTIFYs the schema's inbox channel (`pg_inbox.inbox_channel`).
+    """CREATE TABLE IF NOT EXISTS inbox (
+        run_id text NOT NULL REFERENCES runs (run_id),
+        n integer NOT NULL,
+        kind text NOT NULL,
+        payload text NOT NULL,
+        posted_at double precision NOT NULL,
+        taken boolean NOT NULL DEFAULT false,
+        PRIMARY KEY (run_id, n)
+    )""",
+    """CREATE OR REPLACE FUNCTION inbox_refuse_change() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        IF TG_OP = 'DELETE' OR (NEW.run_id, NEW.n, NEW.kind, NEW.payload, NEW.posted_at)
+                IS DISTINCT FROM (OLD.run_id, OLD.n, OLD.kind, OLD.payload, OLD.posted_at)
+                OR (OLD.taken AND NOT NEW.taken) THEN
+            RAISE EXCEPTION 'inbox: a message is never changed nor deleted, only taken'
+                USING ERRCODE = 'restrict_violation';
+        END IF;
+        RETURN NEW;
+    END $$""",
+    "DROP TRIGGER IF EXISTS inbox_refuse_change ON inbox",
+    """CREATE TRIGGER inbox_refuse_change BEFORE UPDATE OR DELETE ON inbox
+        FOR EACH ROW EXECUTE FUNCTION inbox_refuse_change()""",
+    """CREATE OR REPLACE FUNCTION inbox_notify() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        PERFORM pg_notify('agentsm_inbox_' || left(md5(TG_TABLE_SCHEMA), 16), NEW.run_id);
+        RETURN NULL;
+    END $$""",
+    "DROP TRIGGER IF EXISTS inbox_notify ON inbox",
+    """CREATE TRIGGER inbox_notify AFTER INSERT ON inbox
+        FOR EACH ROW EXECUTE FUNCTION inbox_notify()""",
+]
+
 MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (1, "initial", _INITIAL),
     (2, "notify per schema", [_NOTIFY_PER_SCHEMA]),
     (3, "fact text search", _FACT_TEXT_SEARCH),
+    (4, "inbox", _INBOX),
 ]
 LATEST = MIGRATIONS[-1][0]
 

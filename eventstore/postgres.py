@@ -27,11 +27,12 @@ from .errors import (
 )
 from .fencing import lost_lease
 from .pg_connections import Conn, Connections
+from .pg_inbox import PgInbox
 from .pg_leases import TAKEN, Leases
 from .pg_schema import LATEST, channel, migrate, schema_version
 from .pg_search import Search
 from .pg_url import DEFAULT_SCHEMA, check_schema_name, redact, split_schema
-from .records import NewEvent, RunRecord, RunSummary, StoredEvent
+from .records import InboxMessage, NewEvent, RunRecord, RunSummary, StoredEvent
 from .sqlite import DURABILITY, Durability
 from .wakeups import committed
 
@@ -102,6 +103,13 @@ class PostgresEventStore:
         self._pool_size = pool_size
         self._leases = Leases(self._db, lease, functools.partial(_unknown, self._db))
         self._search = Search(self._db, read_only=read_only)
+        self._inbox = PgInbox(
+            self._db,
+            self.schema,
+            self._leases.tokens,
+            self._leases.refused,
+            functools.partial(_unknown, self._db),
+        )
 
     def _open_schema(self, conn: Conn, create: bool) -> None:
         """Check the schema; create or migrate it (`pg_schema.migrate`) when allowed."""
@@ -583,6 +591,21 @@ class PostgresEventStore:
         committed at the end, or none of it if anything raises (an import of several runs)."""
         return self._db.batch()
 
+    # -- the inbox: messages to a run from outside ---------------------------------------------
+
+    def post(self, run_id: str, kind: str, payload: str) -> int:
+        """Queue a message for the run (see `Inbox`); returns its number, the run's next."""
+        return self._inbox.post(run_id, kind, payload)
+
+    def pending(self, run_id: str) -> list[InboxMessage]:
+        """The run's messages not taken yet, oldest first (a round trip only when something
+        was posted to it since it was last found to have none: see `eventstore.pg_inbox`)."""
+        return self._inbox.pending(run_id)
+
+    def take(self, run_id: str, upto: int) -> None:
+        """Mark the run's messages up to `upto` taken: from its driver only (see `Inbox`)."""
+        self._inbox.take(run_id, upto)
+
     # -- who drives a run -------------------------------------------------------------------
 
     def claim(self, run_id: str, *, force: bool = False) -> None:
@@ -646,6 +669,7 @@ class PostgresEventStore:
         if writers is not None:
             writers.shutdown(wait=True)  # the awaited writes under way end first
         self._leases.close()
+        self._inbox.close()
         self._db.close()
 
     def __enter__(self) -> PostgresEventStore:

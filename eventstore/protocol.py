@@ -7,9 +7,9 @@ from contextlib import AbstractContextManager
 from typing import Any, Protocol, runtime_checkable
 
 from .chain import ChainReport
-from .records import NewEvent, RunRecord, RunSummary, StoredEvent
+from .records import InboxMessage, NewEvent, RunRecord, RunSummary, StoredEvent
 
-__all__ = ["AsyncAppend", "AsyncDrive", "EventStore", "PayloadReader", "Searchable"]
+__all__ = ["AsyncAppend", "AsyncDrive", "EventStore", "Inbox", "PayloadReader", "Searchable"]
 
 
 @runtime_checkable
@@ -158,6 +158,26 @@ class AsyncDrive(Protocol):
     async def claim_async(self, run_id: str, *, force: bool = False) -> None: ...
 
     async def release_async(self, run_id: str) -> None: ...
+
+
+@runtime_checkable
+class Inbox(Protocol):
+    """A store that takes messages for a run from anyone (a person steering it, asking it to
+    stop) without appending to the run, which only its driver may do; both backends are.
+
+    `post` queues one, numbered 1, 2, 3 ... per run in the order posted (all or nothing; any
+    process may post, whether the run is driven or not; `UnknownRun` for a run the catalog
+    does not have). `pending` gives the messages not taken yet, in order: cheap enough for a
+    driver to ask at every step. `take` marks the run's messages up to `upto` taken, from its
+    driver only (a store that has not claimed the run is refused with `ConcurrencyError`, one
+    whose lease was taken over with `LeaseLost`); inside `batch()` it commits with the append
+    that records what they said, or not at all."""
+
+    def post(self, run_id: str, kind: str, payload: str) -> int: ...
+
+    def pending(self, run_id: str) -> list[InboxMessage]: ...
+
+    def take(self, run_id: str, upto: int) -> None: ...
 
 
 @runtime_checkable

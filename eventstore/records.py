@@ -8,7 +8,7 @@ from typing import Any
 
 from .driver import Driver
 
-__all__ = ["NewEvent", "RunRecord", "RunSummary", "StoredEvent"]
+__all__ = ["InboxMessage", "NewEvent", "RunRecord", "RunSummary", "StoredEvent"]
 
 SUMMARY_TEXT = 200
 """How many characters of the final answer and of the error the catalog keeps."""
@@ -46,6 +46,22 @@ class StoredEvent:
 
     def __repr__(self) -> str:
         return f"StoredEvent(run_id={self.run_id!r}, seq={self.seq}, kind={self.kind!r})"
+
+
+@dataclass(frozen=True, slots=True)
+class InboxMessage:
+    """A message posted to a run from outside (`Inbox.post`): its number `n` (1, 2, 3 ... per
+    run, in the order posted), its `kind` and `payload` (the store gives them no meaning) and
+    when it was posted."""
+
+    run_id: str
+    n: int
+    kind: str
+    payload: str
+    posted_at: float
+
+    def __repr__(self) -> str:
+        return f"InboxMessage(run_id={self.run_id!r}, n={self.n}, kind={self.kind!r})"
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,7 +35,8 @@ from .errors import (
 )
 from .fencing import Tokens, lost_lease
 from .migrations import LATEST, migrate
-from .records import SUMMARY_TEXT, NewEvent, RunRecord, RunSummary, StoredEvent
+from .records import SUMMARY_TEXT, InboxMessage, NewEvent, RunRecord, RunSummary, StoredEvent
+from .sqlite_inbox import InboxReader, not_driving, post_write, take_write
 from .wakeups import committed
 from .writer import Writer
 
@@ -114,6 +115,7 @@ class SQLiteEventStore:
         self._watch_lock = threading.Lock()
         self._watch_mark: int | None = None
         self._watcher: sqlite3.Connection | None = None
+        self._inbox: InboxReader | None = None  # reads the pending messages (`pending`)
         try:
             self._conn = self._connect()
         except sqlite3.DatabaseError as e:
@@ -714,6 +716,31 @@ class SQLiteEventStore:
 
         return write
 
+    # -- the inbox: messages to a run from outside ---------------------------------------------
+
+    def post(self, run_id: str, kind: str, payload: str) -> int:
+        """Queue a message for the run (see `Inbox`); returns its number, the run's next."""
+        write = post_write(run_id, kind, payload, self._unknown)
+        return int(self._transaction(write, f"post a message to run {run_id!r}"))
+
+    def pending(self, run_id: str) -> list[InboxMessage]:
+        """The run's messages not taken yet, oldest first (read without waiting for writes)."""
+        if self._inbox is None:
+            own = self.path != ":memory:"
+            self._inbox = InboxReader(
+                self._connect if own else None, (self._conn, self._lock), self._unusable
+            )
+        return self._inbox.pending(run_id)
+
+    def take(self, run_id: str, upto: int) -> None:
+        """Mark the run's messages up to `upto` taken: from its driver only (see `Inbox`)."""
+        token = self._tokens.for_write(run_id)  # a lost run: refused here, before the database
+        if token is None:
+            raise not_driving(run_id)
+        self._transaction(
+            take_write(run_id, upto, token, self._refused), f"take the messages of run {run_id!r}"
+        )
+
     # -- who drives a run -------------------------------------------------------------------
 
     def claim(self, run_id: str, *, force: bool = False) -> None:
@@ -1090,6 +1117,8 @@ class SQLiteEventStore:
         with self._watch_lock:
             if self._watcher is not None:
                 self._watcher.close()
+        if self._inbox is not None:
+            self._inbox.close()
 
     def __enter__(self) -> SQLiteEventStore:
         return self
