@@ -94,6 +94,7 @@ class AgentBuilder:
             raise BuildError("AgentBuilder needs the task as a non-empty string.")
         self._task = task
         self._task_type = "default"
+        self._name: str | None = None
         self._system_prompt = ""
         self._llm: LlmCaller | None = None
         self._config = AgentConfig()
@@ -122,6 +123,14 @@ class AgentBuilder:
         self._turn: tuple[ThreadTurn, tuple[HistoryEntry, ...], dict[str, Any]] | None = None
         """For a turn of a thread: its place, the conversation it starts from and the parts
         the turn before it ended with (set by `Thread`)."""
+
+    def name(self, name: str) -> AgentBuilder:
+        """The agent's name, recorded in the run's definition: traces call its run
+        `invoke_agent {name}` (`gen_ai.agent.name`)."""
+        if not isinstance(name, str) or not name.strip():
+            raise BuildError(f"name({name!r}): give the agent a non-empty name, e.g. 'support'.")
+        self._name = name
+        return self
 
     def task_type(self, task_type: str) -> AgentBuilder:
         """The task type: the key for model selection in `config.models`."""
@@ -628,6 +637,7 @@ class AgentBuilder:
         definition = f.RunStarted(
             task=self._task,
             task_type=self._task_type,
+            name=self._name,
             system_prompt=self._system_prompt,
             config=self.build_config(),
             tools=tuple(tools.schemas()),

@@ -98,6 +98,8 @@ class RunStarted(_Fact):
     task_type: str
     system_prompt: str
     config: AgentConfig
+    name: str | None = None
+    """The agent's name (`AgentBuilder.name`), None when it was given none."""
     tools: tuple[ToolSchema, ...]
     blacklisted_tools: tuple[str, ...] = ()
     approval_required: tuple[str, ...] = ()

@@ -160,6 +160,8 @@ class LlmResponse(_Frozen):
     `stop_reason` is what the provider said (e.g. "max_tokens" when the answer was cut off);
     `model` and `system_fingerprint` are what the server says answered (None when unknown).
     `reasoning` is what the model returned of its reasoning, in order (see `ReasoningPart`).
+    `response_id` is the provider's id of this response and `server` the origin
+    (`scheme://host[:port]`) of the server that gave it, where the caller knows them.
     """
 
     calls: tuple[ToolCall, ...] = ()
@@ -170,10 +172,17 @@ class LlmResponse(_Frozen):
     model: str | None = None
     system_fingerprint: str | None = None
     reasoning: tuple[ReasoningPart, ...] = ()
+    response_id: str | None = None
+    server: str | None = None
 
     @model_serializer(mode="wrap")
     def _serialize(self, handler: SerializerFunctionWrapHandler) -> Any:
-        return _without_empty_reasoning(self, handler)
+        data = _without_empty_reasoning(self, handler)
+        if isinstance(data, dict):  # written and digested as before they were recorded
+            for name in ("response_id", "server"):
+                if data.get(name, 0) is None:
+                    del data[name]
+        return data
 
     @classmethod
     def tool_call(

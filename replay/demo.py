@@ -102,12 +102,14 @@ def demo_script() -> list[LlmResponse]:
 
 
 def demo_agent(task: str = DEMO_TASK) -> AgentBuilder:
-    """The demo agent's builder: tools, prompt, config and the scripted LLM."""
+    """The demo agent's builder: tools, prompt, config and the scripted LLM, which stands in
+    for an OpenAI model."""
     return (
         AgentBuilder(task)
+        .name("research assistant")
         .task_type("research")
         .system_prompt("You are a careful research assistant. Use tools; cite numbers.")
-        .llm(MockLlmCaller(demo_script()))
+        .llm(MockLlmCaller(demo_script(), provider="openai"))
         .model("demo-model")
         .max_steps(8)
         .tool(search)

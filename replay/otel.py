@@ -1,39 +1,47 @@
 """Runs as OpenTelemetry traces, following the GenAI semantic conventions (`pip install
-'agentsm[otel]'`): an `invoke_agent` span per run, a `chat` span per LLM call (model, token
-usage, finish reasons) and an `execute_tool` span per tool call, errors as span status.
+'agentsm[otel]'`): an `invoke_agent` span per run, a `chat` span per LLM call (provider,
+request settings, response id, token usage, finish reasons) and an `execute_tool` span per
+tool call, errors as span status; a sub-agent's run nests under the `execute_tool` span of
+the call that started it, in its parent's trace.
 
 Spans are made from the facts of the log, so a run gives the same spans live
 (`traced(engine)`) and after the fact (`export_spans(store, run_id)`), at the times the facts
-were recorded. Message content (answers, tool arguments and results, the system prompt) goes
-into spans only with `capture_content=True`; it is the recorded text, which redaction hooks
-have already rewritten, so a redacted value never reaches a span. Without it a span holds no
-recorded text at all: a failure's status and events name its error class only.
+were recorded. Message content (messages in and out, tool arguments and results, the system
+prompt) goes into spans only with `capture_content=True`; it is the recorded text, which
+redaction hooks have already rewritten, so a redacted value never reaches a span. Without it
+a span holds no recorded text at all: a failure's status and events name its error class only.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
-import logging
-import socket
-import threading
 import time
-import urllib.parse
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from opentelemetry import trace
-from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
-from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+from opentelemetry.context import Context
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer, TracerProvider
 
-from agentsm import AgentEngine, AgentMemory, ToolCall
+from agentsm import AgentEngine, AgentMemory, LlmResponse, ToolCall
 from agentsm import facts as f
+from agentsm.memory import scan
 from agentsm.skills import with_skill_index
+from agentsm.subagent import children_of
 from agentsm.trace import Trace
 from eventstore import EventStore
 
+from .otlp import otlp_provider, quiet_sdk_logs, traces_url, unreachable
+from .semconv import (
+    input_messages,
+    output_message,
+    provider_name,
+    request_attributes,
+    server_attributes,
+    usage_attributes,
+)
 from .source import resolve_run
 
 __all__ = [
@@ -59,7 +67,13 @@ def _json(value: Any) -> str:
 
 class RunSpans:
     """Turns the facts of one run, in order, into its spans. `add` each fact with the time it
-    was recorded; `close` ends whatever is still open (a run that waits, or was cut short)."""
+    was recorded (and its seq, and the memory right after it, where known); `close` ends
+    whatever is still open (a run that waits, or was cut short).
+
+    With `store`, the run's sub-agent runs are read from it and nested under the
+    `execute_tool` span of the call that started each (when that call ends, or at `close`);
+    `context` is the parent of the run's own `invoke_agent` span (none: a trace of its own).
+    """
 
     def __init__(
         self,
@@ -68,15 +82,25 @@ class RunSpans:
         definition: f.RunStarted,
         *,
         capture_content: bool = False,
+        store: EventStore | None = None,
+        context: Context | None = None,
     ) -> None:
         self.tracer = tracer
         self.run_id = run_id
         self.definition = definition
         self.capture_content = capture_content
-        self.provider = str(definition.llm.get("provider") or "") or None
+        self.store = store
+        self.context = context
+        self.provider = provider_name(definition.llm)
+        self._requested = request_attributes(definition.llm)
+        self._described = {t.name: t.description for t in definition.tools}
         self._agent: Span | None = None
         self._chat: Span | None = None
         self._tools: list[tuple[ToolCall, Span]] = []  # started, not yet executed, in order
+        self._step = 0
+        self._first_start: dict[tuple[int, int], int] = {}  # (step, place): first start's seq
+        self._span_of: dict[int, Span] = {}  # by that seq: the span of its latest start
+        self._nested: set[str] = set()  # the sub-agent runs whose spans are made
         self._closed = False
         self._error: tuple[str, str] | None = None  # how the run failed, if its last word
 
@@ -85,25 +109,32 @@ class RunSpans:
         """The run's `invoke_agent` span, once the first fact has started it."""
         return self._agent
 
-    def add(self, fact: f.Fact, timestamp: float) -> None:
-        """One more fact of the run, recorded at `timestamp` (seconds since the epoch)."""
+    @property
+    def agent_name(self) -> str | None:
+        """The agent's recorded name; a sub-agent without one is named after its tool."""
+        d = self.definition
+        return d.name or (d.parent_call.tool if d.parent_call is not None else None)
+
+    def add(
+        self,
+        fact: f.Fact,
+        timestamp: float,
+        seq: int | None = None,
+        memory: AgentMemory | None = None,
+    ) -> None:
+        """One more fact of the run, recorded at `timestamp` (seconds since the epoch) at
+        `seq`; `memory` is the run's memory right after it (for the messages of a call, when
+        content is captured)."""
         if self._closed:
             return
         at = _ns(timestamp)
         agent = self._agent or self._start_agent(at)
         self._error = None  # the run went on: an abort before it is history, not its outcome
-        if isinstance(fact, f.LlmRequested):
+        if isinstance(fact, f.StepStarted):
+            self._step = fact.step
+        elif isinstance(fact, f.LlmRequested):
             self._end_chat(at)
-            attributes = self._common("chat") | {"agentsm.llm.purpose": str(fact.purpose)}
-            if fact.model:  # none: the caller's own default
-                attributes["gen_ai.request.model"] = fact.model
-            self._chat = self.tracer.start_span(
-                f"chat {fact.model}".strip(),
-                context=trace.set_span_in_context(agent),
-                kind=SpanKind.CLIENT,
-                attributes=attributes,
-                start_time=at,
-            )
+            self._chat = self._start_chat(agent, fact, at, memory)
         elif isinstance(fact, f.LlmResponded) and self._chat is not None:
             self._responded(self._chat, fact.response)
             self._end_chat(at)
@@ -114,7 +145,11 @@ class RunSpans:
             self._end_chat(at)
         elif isinstance(fact, f.ToolCallStarted) and fact.call is not None:
             self._abandon(at, fact.call)  # started again: the earlier attempt was cut short
-            self._tools.append((fact.call, self._start_tool(agent, fact.call, at)))
+            span = self._start_tool(agent, fact.call, at)
+            self._tools.append((fact.call, span))
+            if seq is not None and fact.index is not None:
+                first = self._first_start.setdefault((self._step, fact.index), seq)
+                self._span_of[first] = span
         elif isinstance(fact, f.ApprovalRequested) and fact.reason == "outcome_unknown":
             self._abandon(at)  # the process stopped while these ran
         elif isinstance(fact, f.ToolExecuted):
@@ -139,7 +174,8 @@ class RunSpans:
 
     def close(self, timestamp: float | None = None, *, status: str | None = None) -> None:
         """End every open span at `timestamp` (default: now); `status` is the run's, as the
-        catalog says. A tool still running is marked with an unknown outcome."""
+        catalog says. A tool still running is marked with an unknown outcome; sub-agent runs
+        not nested yet are nested now."""
         if self._closed:
             return
         self._closed = True
@@ -148,6 +184,7 @@ class RunSpans:
             return
         self._end_chat(at)
         self._abandon(at)
+        self._nest(None)
         if self._error is not None:
             self._agent.set_attribute("error.type", self._error[0])
             self._agent.set_status(Status(StatusCode.ERROR, self._error[1]))
@@ -163,21 +200,28 @@ class RunSpans:
         return text if self.capture_content else error_type
 
     def _common(self, operation: str) -> dict[str, Any]:
-        attributes: dict[str, Any] = {
+        thread = self.definition.thread
+        return {
             "gen_ai.operation.name": operation,
-            "gen_ai.conversation.id": self.run_id,
+            "gen_ai.provider.name": self.provider,
+            "gen_ai.conversation.id": thread.id if thread is not None else self.run_id,
         }
-        if self.provider:
-            attributes["gen_ai.provider.name"] = self.provider
-        return attributes
+
+    def _system(self) -> str:
+        d = self.definition
+        return with_skill_index(d.system_prompt, d.skills)  # as the LLM was sent it
 
     def _start_agent(self, at: int) -> Span:
         d = self.definition
+        name = self.agent_name
         attributes = self._common("invoke_agent") | {
             "gen_ai.agent.id": self.run_id,
-            "gen_ai.agent.name": d.task_type,
             "agentsm.run.id": self.run_id,
         }
+        if name:
+            attributes["gen_ai.agent.name"] = name
+        if d.parent_call is not None:
+            attributes["agentsm.parent_run.id"] = d.parent_call.run_id
         model = d.config.models.get(d.task_type) or d.config.models.get("default")
         if model:
             attributes["gen_ai.request.model"] = model
@@ -185,37 +229,56 @@ class RunSpans:
             attributes["gen_ai.input.messages"] = _json(
                 [{"role": "user", "parts": [{"type": "text", "content": d.task}]}]
             )
-            system = with_skill_index(d.system_prompt, d.skills)  # as the LLM was sent it
-            if system:
+            if self._system():
                 attributes["gen_ai.system_instructions"] = _json(
-                    [{"type": "text", "content": system}]
+                    [{"type": "text", "content": self._system()}]
                 )
         self._agent = self.tracer.start_span(
-            f"invoke_agent {d.task_type}",
+            f"invoke_agent {name}" if name else "invoke_agent",
+            context=self.context,
             kind=SpanKind.INTERNAL,
             attributes=attributes,
             start_time=at,
         )
         return self._agent
 
-    def _responded(self, span: Span, response: Any) -> None:
+    def _start_chat(
+        self, agent: Span, fact: f.LlmRequested, at: int, memory: AgentMemory | None
+    ) -> Span:
+        attributes = (
+            self._common("chat") | self._requested | {"agentsm.llm.purpose": str(fact.purpose)}
+        )
+        if fact.model:  # none: the caller's own default
+            attributes["gen_ai.request.model"] = fact.model
+        if self.capture_content:
+            if self._system():
+                attributes["gen_ai.system_instructions"] = _json(
+                    [{"type": "text", "content": self._system()}]
+                )
+            # the messages, where the log rebuilds exactly those the call was sent
+            if memory is not None and memory.messages_digest() == fact.messages_digest:
+                shaped = input_messages(memory.build_messages())
+                attributes["gen_ai.input.messages"] = _json(shaped)
+        return self.tracer.start_span(
+            f"chat {fact.model}".strip(),
+            context=trace.set_span_in_context(agent),
+            kind=SpanKind.CLIENT,
+            attributes=attributes,
+            start_time=at,
+        )
+
+    def _responded(self, span: Span, response: LlmResponse) -> None:
         finish = response.stop_reason or ("tool_calls" if response.calls else "stop")
         span.set_attribute("gen_ai.response.finish_reasons", [finish])
         if response.model:
             span.set_attribute("gen_ai.response.model", response.model)
+        if response.response_id:
+            span.set_attribute("gen_ai.response.id", response.response_id)
+        span.set_attributes(server_attributes(response))
         if response.usage is not None:
-            span.set_attribute("gen_ai.usage.input_tokens", response.usage.input_tokens)
-            span.set_attribute("gen_ai.usage.output_tokens", response.usage.output_tokens)
+            span.set_attributes(usage_attributes(response.usage, self.provider))
         if self.capture_content:
-            parts: list[dict[str, Any]] = []
-            if response.content:
-                parts.append({"type": "text", "content": response.content})
-            parts += [
-                {"type": "tool_call", "id": c.id, "name": c.name, "arguments": dict(c.args)}
-                for c in response.calls
-            ]
-            message = {"role": "assistant", "parts": parts, "finish_reason": finish}
-            span.set_attribute("gen_ai.output.messages", _json([message]))
+            span.set_attribute("gen_ai.output.messages", _json([output_message(response)]))
 
     def _end_chat(self, at: int) -> None:
         if self._chat is not None:
@@ -228,6 +291,8 @@ class RunSpans:
             "gen_ai.tool.call.id": call.id,
             "gen_ai.tool.type": "function",
         }
+        if self._described.get(call.name):
+            attributes["gen_ai.tool.description"] = self._described[call.name]
         if self.capture_content:
             attributes["gen_ai.tool.call.arguments"] = _json(dict(call.args))
         return self.tracer.start_span(
@@ -259,7 +324,28 @@ class RunSpans:
             error = fact.error_type or "ToolFailed"
             span.set_attribute("error.type", error)
             span.set_status(Status(StatusCode.ERROR, self._said(error, fact.observation[:500])))
+        first = None if fact.index is None else self._first_start.get((self._step, fact.index))
+        if first is not None:
+            self._nest(first)
         span.end(end_time=at)
+
+    def _nest(self, first: int | None) -> None:
+        """Make the spans of the sub-agent runs started by the call first started at seq
+        `first` (None: of every call), under that call's latest `execute_tool` span."""
+        if self.store is None or (first is not None and first not in self._span_of):
+            return
+        for record in children_of(self.store, [self.run_id]):
+            if record.run_id in self._nested or first not in (None, record.branch_seq):
+                continue
+            self._nested.add(record.run_id)
+            under = self._span_of.get(record.branch_seq or -1) or self._agent
+            _spans_of(
+                self.store,
+                record.run_id,
+                self.tracer,
+                capture_content=self.capture_content,
+                context=trace.set_span_in_context(under) if under is not None else None,
+            )
 
     def __repr__(self) -> str:
         return f"RunSpans(run_id={self.run_id!r}, closed={self._closed})"
@@ -277,23 +363,53 @@ def traced(
     capture_content: bool = False,
 ) -> Iterator[RunSpans]:
     """Make spans of the run while `engine` records it, within the block; what is still open
-    at its end (a run waiting for a human) ends with it. Uses the global tracer provider
-    unless given one."""
+    at its end (a run waiting for a human) ends with it. Its sub-agent runs are read from the
+    engine's store when their call ends. Uses the global tracer provider unless given one."""
     spans = RunSpans(
         _tracer(tracer_provider),
         engine.run_id,
         engine.definition,
         capture_content=capture_content,
+        store=engine.store,
     )
 
     def observe(seq: int, state: str, fact: f.Fact, memory: AgentMemory) -> None:
-        spans.add(fact, time.time())
+        spans.add(fact, time.time(), seq, memory)
 
     engine.observe(observe)
     try:
         yield spans
     finally:
         spans.close(status=None if engine.finished else "unfinished")
+
+
+def _spans_of(
+    store: EventStore,
+    run_id: str,
+    tracer: Tracer,
+    *,
+    capture_content: bool,
+    context: Context | None = None,
+) -> RunSpans:
+    """The spans of a recorded run and of its sub-agent runs, under `context`."""
+    entries = list(Trace.load(store, run_id))
+    if not entries or not isinstance(entries[0].fact, f.RunStarted):
+        raise ValueError(f"Run {run_id} does not begin with RunStarted; it cannot be exported.")
+    spans = RunSpans(
+        tracer,
+        run_id,
+        entries[0].fact,
+        capture_content=capture_content,
+        store=store,
+        context=context,
+    )
+    memories: Iterator[AgentMemory | None] = itertools.repeat(None)
+    if capture_content:  # the memory after each fact: the messages each call was sent
+        memories = (memory for _, memory, _ in scan(e.fact for e in entries))
+    for entry, memory in zip(entries, memories, strict=False):
+        spans.add(entry.fact, entry.timestamp, entry.seq, memory)
+    spans.close(entries[-1].timestamp, status=store.run(run_id).status)
+    return spans
 
 
 def export_spans(
@@ -304,134 +420,11 @@ def export_spans(
     capture_content: bool = False,
 ) -> RunSpans:
     """Make the spans of a recorded run (an id or a unique prefix), at the times its facts
-    were recorded; a run that has not ended gets spans up to its last fact."""
-    run_id = resolve_run(store, run_id)
-    recorded = Trace.load(store, run_id)
-    entries = list(recorded)
-    if not entries or not isinstance(entries[0].fact, f.RunStarted):
-        raise ValueError(f"Run {run_id} does not begin with RunStarted; it cannot be exported.")
-    spans = RunSpans(
-        _tracer(tracer_provider), run_id, entries[0].fact, capture_content=capture_content
+    were recorded, with its sub-agent runs nested in the same trace; a run that has not ended
+    gets spans up to its last fact."""
+    return _spans_of(
+        store,
+        resolve_run(store, run_id),
+        _tracer(tracer_provider),
+        capture_content=capture_content,
     )
-    for entry in entries:
-        spans.add(entry.fact, entry.timestamp)
-    spans.close(entries[-1].timestamp, status=store.run(run_id).status)
-    return spans
-
-
-def traces_url(endpoint: str) -> str:
-    """The OTLP/HTTP traces URL of a collector given by its base URL (as
-    OTEL_EXPORTER_OTLP_ENDPOINT is: `/v1/traces` is added) or by its full traces URL."""
-    parts = urllib.parse.urlsplit(endpoint)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise ValueError(
-            f"--endpoint {endpoint!r} is not an http(s) URL; give the collector's OTLP/HTTP "
-            "address, e.g. http://localhost:4318."
-        )
-    if parts.path.rstrip("/") == "":
-        return endpoint.rstrip("/") + "/v1/traces"
-    return endpoint
-
-
-def unreachable(url: str, timeout: float = 2.0) -> str | None:
-    """Why nothing accepts a TCP connection at the host:port of `url` within `timeout`
-    seconds (e.g. "Connection refused"), or None when something does: a quick look before
-    an export that the SDK would otherwise retry for many seconds."""
-    parts = urllib.parse.urlsplit(url)
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    try:
-        with socket.create_connection((parts.hostname or "localhost", port), timeout=timeout):
-            return None
-    except OSError as e:
-        return e.strerror or str(e) or type(e).__name__
-
-
-_quieted = 0
-_quiet_lock = threading.Lock()
-_quiet_level = logging.NOTSET
-
-
-@contextmanager
-def quiet_sdk_logs() -> Iterator[None]:
-    """Within the block, the OpenTelemetry SDK's own loggers (retries, failed batches) say
-    nothing: whoever exports reports the outcome in its own words."""
-    global _quieted, _quiet_level
-    sdk = logging.getLogger("opentelemetry")
-    with _quiet_lock:
-        if _quieted == 0:
-            _quiet_level = sdk.level
-            sdk.setLevel(logging.CRITICAL + 1)
-        _quieted += 1
-    try:
-        yield
-    finally:
-        with _quiet_lock:
-            _quieted -= 1
-            if _quieted == 0:
-                sdk.setLevel(_quiet_level)
-
-
-class _Checked(SpanExporter):
-    """An exporter that first looks whether the collector takes connections (so an absent one
-    costs no retries and no wait at exit) and reports a failure in one line, once until an
-    export succeeds again."""
-
-    def __init__(self, inner: SpanExporter, url: str, on_error: Callable[[str], None]) -> None:
-        self.inner = inner
-        self.url = url
-        self.on_error = on_error
-        self._failing = False
-
-    def check(self) -> bool:
-        """Whether the collector takes connections now (reported when it does not)."""
-        problem = unreachable(self.url)
-        if problem is not None:
-            self._fail(f"no OTLP collector accepts connections at {self.url} ({problem})")
-        return problem is None
-
-    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        if not self.check():
-            return SpanExportResult.FAILURE
-        with quiet_sdk_logs():
-            result = self.inner.export(spans)
-        if result is SpanExportResult.SUCCESS:
-            self._failing = False
-        else:
-            self._fail(f"the OTLP collector at {self.url} did not take {len(spans)} spans")
-        return result
-
-    def _fail(self, message: str) -> None:
-        if not self._failing:
-            self._failing = True
-            self.on_error(f"{message}; spans are dropped until it does.")
-
-    def shutdown(self) -> None:
-        with quiet_sdk_logs():
-            self.inner.shutdown()
-
-    def force_flush(self, timeout_millis: int = 30000) -> bool:
-        return self.inner.force_flush(timeout_millis)
-
-    def __repr__(self) -> str:
-        return f"_Checked(url={self.url!r}, failing={self._failing})"
-
-
-def otlp_provider(
-    endpoint: str,
-    *,
-    service_name: str = "agentsm",
-    on_error: Callable[[str], None] | None = None,
-) -> SdkTracerProvider:
-    """A tracer provider that batches spans to an OTLP/HTTP collector (shut it down to flush).
-    A collector that cannot be reached is said once, in one line, to `on_error` (default: a
-    warning on this module's logger), and costs no retries; the spans of that time are lost."""
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-    from opentelemetry.sdk.resources import Resource
-    from opentelemetry.sdk.trace.export import BatchSpanProcessor
-
-    url = traces_url(endpoint)
-    exporter = _Checked(OTLPSpanExporter(url), url, on_error or logging.getLogger(__name__).warning)
-    exporter.check()
-    provider = SdkTracerProvider(resource=Resource.create({"service.name": service_name}))
-    provider.add_span_processor(BatchSpanProcessor(exporter))
-    return provider

@@ -232,4 +232,6 @@ def recorded_builder(definition: RunStarted, run_id: str = "") -> AgentBuilder:
         builder.budget(definition.budget)
     if definition.skills:  # read_skill is served from the log: no skill files needed
         builder.skills(SkillSet.recorded(definition.skills))
+    if definition.name is not None:
+        builder.name(definition.name)
     return builder.parent_call(definition.parent_call)

@@ -77,6 +77,7 @@ def agent(store: Any) -> AgentEngine:
     )
     return (
         AgentBuilder(f"Find the owner of {SECRET}")
+        .name("finder")
         .system_prompt("You look things up.")
         .model("gpt-test")
         .llm(llm)
@@ -107,12 +108,12 @@ def test_a_live_run_gives_genai_spans(
     finished = exporter.get_finished_spans()
     got = shape(finished)
     assert [(name, parent) for name, parent, _ in got] == [
-        ("chat gpt-test", "invoke_agent default"),
-        ("execute_tool lookup", "invoke_agent default"),
-        ("chat gpt-test", "invoke_agent default"),
-        ("execute_tool broken", "invoke_agent default"),
-        ("chat gpt-test", "invoke_agent default"),
-        ("invoke_agent default", None),
+        ("chat gpt-test", "invoke_agent finder"),
+        ("execute_tool lookup", "invoke_agent finder"),
+        ("chat gpt-test", "invoke_agent finder"),
+        ("execute_tool broken", "invoke_agent finder"),
+        ("chat gpt-test", "invoke_agent finder"),
+        ("invoke_agent finder", None),
     ]
     chat, tool_span, _, failed_tool, last_chat, run = (a for _, _, a in got)
     assert chat["gen_ai.operation.name"] == "chat"
@@ -247,7 +248,7 @@ def test_otel_command_sends_a_recorded_run_over_otlp_http(log_url: str) -> None:
         "chat gpt-test",
         "execute_tool broken",
         "chat gpt-test",
-        "invoke_agent default",
+        "invoke_agent finder",
     ]
     chat = decoded[0][1]
     assert chat["gen_ai.usage.input_tokens"].int_value == 120
@@ -332,7 +333,7 @@ def test_a_worker_traces_the_runs_it_drives_live(
     [result] = worker.drain()
     assert result.outcome == "done"
     got = shape(exporter.get_finished_spans())
-    assert [name for name, _, _ in got][-2:] == ["chat gpt-test", "invoke_agent default"]
+    assert [name for name, _, _ in got][-2:] == ["chat gpt-test", "invoke_agent finder"]
     assert got[-1][2]["gen_ai.conversation.id"] == run_id
     assert len(got) == 6
 
@@ -372,7 +373,7 @@ def test_worker_command_sends_spans_live_over_otlp_http(
         "chat",
         "execute_tool count",
         "chat",
-        "invoke_agent default",
+        "invoke_agent",
     ]
 
 
@@ -394,7 +395,7 @@ def test_a_tool_cut_short_by_a_crash_is_a_span_with_an_unknown_outcome(
     with traced(engine, tracer_provider=provider), pytest.raises(HandlerCrashed):
         engine.run()
     *_, aborted = exporter.get_finished_spans()  # live: the run stopped with an error
-    assert aborted.name == "invoke_agent default" and aborted.status.status_code == StatusCode.ERROR
+    assert aborted.name == "invoke_agent" and aborted.status.status_code == StatusCode.ERROR
     assert (aborted.attributes or {})["error.type"] == "HandlerCrashed"
     exporter.clear()
     with pytest.raises(HumanInputRequired):  # not idempotent: did it take effect?

@@ -343,6 +343,7 @@ class AnthropicCaller(ProviderCaller):
                 model=served.get("model"),
                 system_fingerprint=served.get("system_fingerprint"),
                 reasoning=tuple(reasoning),
+                response_id=served.get("id"),
             )
         return LlmResponse(
             content=text,
@@ -351,6 +352,7 @@ class AnthropicCaller(ProviderCaller):
             model=served.get("model"),
             system_fingerprint=served.get("system_fingerprint"),
             reasoning=tuple(reasoning),
+            response_id=served.get("id"),
         )
 
 
@@ -385,9 +387,12 @@ def _cache(cache: str | Iterable[str] | None) -> str | tuple[str, ...]:
 
 
 def _served(message: Any) -> dict[str, str]:
-    """The model the server says answered."""
-    model = getattr(message, "model", None)
-    return {"model": model} if isinstance(model, str) and model else {}
+    """The message id and the model the server says answered, where it says them."""
+    return {
+        name: value
+        for name in ("id", "model")
+        if isinstance(value := getattr(message, name, None), str) and value
+    }
 
 
 def _anthropic_tool_choice(

@@ -40,16 +40,35 @@ class MockLlmCaller:
     A script item is an `LlmResponse`, an exception (raised, as a provider error would be), or a
     function `(memory, tools, model) -> LlmResponse` for answers that depend on the request.
     It remembers the last `keep` calls it received (`calls`) and counts them all, so that a
-    long run costs it the same per call at its end as at its start.
+    long run costs it the same per call at its end as at its start. `provider` names the
+    provider the script stands in for (an OpenTelemetry `gen_ai.provider.name` such as
+    "openai"); it is recorded in the run's definition, as a provider caller's is.
     """
 
-    def __init__(self, responses: Iterable[ScriptItem] = (), *, keep: int = 1000) -> None:
+    def __init__(
+        self,
+        responses: Iterable[ScriptItem] = (),
+        *,
+        keep: int = 1000,
+        provider: str | None = None,
+    ) -> None:
         if keep < 1:
             raise ValueError(f"MockLlmCaller(keep={keep}): keep at least the last call (1).")
+        if provider is not None and not (isinstance(provider, str) and provider.strip()):
+            raise ValueError(
+                f"MockLlmCaller(provider={provider!r}): name the provider the script stands "
+                'in for, e.g. provider="openai", or leave it out.'
+            )
+        self.provider = provider
         self._script: deque[ScriptItem] = deque(responses)
         self._calls: deque[MockCall] = deque(maxlen=keep)
         self._count = 0
         self._lock = threading.Lock()
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        """The provider the script stands in for, if it was given (see `LlmCaller`)."""
+        return {"provider": self.provider} if self.provider else {}
 
     async def call(self, memory: AgentMemory, tools: ToolRegistry, model: str) -> LlmResponse:
         with self._lock:
@@ -96,4 +115,5 @@ class MockLlmCaller:
         return len(self._script)
 
     def __repr__(self) -> str:
-        return f"MockLlmCaller(served={self._count}, remaining={len(self._script)})"
+        shown = f", provider={self.provider!r}" if self.provider else ""
+        return f"MockLlmCaller(served={self._count}, remaining={len(self._script)}{shown})"

@@ -244,6 +244,7 @@ class OpenAiCaller(OpenAiPlatform):
                 stop_reason=_stop(finish),
                 model=served.get("model"),
                 system_fingerprint=served.get("system_fingerprint"),
+                response_id=served.get("id"),
             )
         return LlmResponse(
             content=content or "",
@@ -251,6 +252,7 @@ class OpenAiCaller(OpenAiPlatform):
             stop_reason=_stop(finish),
             model=served.get("model"),
             system_fingerprint=served.get("system_fingerprint"),
+            response_id=served.get("id"),
         )
 
 
@@ -264,10 +266,11 @@ def openai_client(key: str | None, base_url: str | None, timeout: float, **optio
 
 
 def _served(raw: Any) -> dict[str, str]:
-    """The model and system fingerprint the server says answered, where it says them."""
+    """The response id, model and system fingerprint the server says answered, where it says
+    them."""
     return {
         name: value
-        for name in ("model", "system_fingerprint")
+        for name in ("id", "model", "system_fingerprint")
         if isinstance(value := getattr(raw, name, None), str) and value
     }
 

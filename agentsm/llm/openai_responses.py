@@ -315,11 +315,13 @@ class OpenAiResponsesCaller(OpenAiPlatform):
     def _response(self, items: list[dict[str, Any]], response: Any) -> LlmResponse:
         calls, text, reasoning = _outcome(items)
         model = getattr(response, "model", None)
+        given = getattr(response, "id", None)
         common: dict[str, Any] = {
             "usage": _usage(getattr(response, "usage", None)),
             "stop_reason": _stop(response),
             "model": model if isinstance(model, str) and model else None,
             "reasoning": tuple(reasoning),
+            "response_id": given if isinstance(given, str) and given else None,
         }
         if calls:
             return LlmResponse(calls=tuple(calls), content=text or None, **common)

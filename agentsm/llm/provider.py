@@ -6,6 +6,7 @@ from __future__ import annotations
 import inspect
 import json
 import os
+import urllib.parse
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Self
 
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
     from ..tools import ToolRegistry
     from ..types import LlmResponse
 
-__all__ = ["DEFAULT_TIMEOUT", "THINKING_LEVELS", "ProviderCaller", "Thinking"]
+__all__ = ["DEFAULT_TIMEOUT", "THINKING_LEVELS", "ProviderCaller", "Thinking", "origin"]
 
 DEFAULT_TIMEOUT = 600.0
 """Seconds one HTTP request may take (the SDKs' own default): room for slow local servers
@@ -150,7 +151,9 @@ class ProviderCaller:
     async def call(self, memory: AgentMemory, tools: ToolRegistry, model: str) -> LlmResponse:
         """One LLM call: the request, then the response, retried as the policy says."""
         request = self._request(memory, tools, model or self.default_model)
-        return await self.retry.run(lambda: self._attempt(request), self._classify)
+        response = await self.retry.run(lambda: self._attempt(request), self._classify)
+        server = origin(self.endpoint) if response.server is None else None
+        return response.model_copy(update={"server": server}) if server else response
 
     async def aclose(self) -> None:
         """Close the SDK client of the running event loop (the next call opens a new one)."""
@@ -253,3 +256,17 @@ def _json_object(value: Mapping[str, Any], name: str) -> dict[str, Any]:
         return dict(json.loads(json.dumps(dict(value), allow_nan=False)))
     except (TypeError, ValueError) as e:
         raise BuildError(f"{name} must be a JSON object (it is sent to the server): {e}.") from e
+
+
+def origin(url: str) -> str | None:
+    """The `scheme://host[:port]` of `url` (no credentials, path or query), or None when it
+    names no host: where a response came from, as `LlmResponse.server` records it."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        return None
+    if not parts.scheme or not host:
+        return None
+    shown = f"[{host}]" if ":" in host else host
+    return f"{parts.scheme}://{shown}" + (f":{port}" if port is not None else "")
