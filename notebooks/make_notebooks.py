@@ -8,6 +8,7 @@ executed notebooks, outputs included, are written next to this script.
 
 from __future__ import annotations
 
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -846,6 +847,384 @@ print(replay_run("voyage.db", "voyage", make_agent))
 """),
 ]
 
+REASONING = [
+    md("""
+# 8. Reasoning on every provider
+
+One small agent runs on each provider agentsm speaks: Anthropic with extended thinking, OpenAI's
+Responses API with reasoning, Gemini with thought signatures and thought parts, Amazon Bedrock
+with reasoning content, Azure OpenAI, and OpenAI's Chat Completions. Each provider's API is
+played by a small server on 127.0.0.1 from a real conversation recorded with it (in `recorded/`,
+from the test cassettes of open-source projects; each file's origin and license are in
+`recorded/README.md`). The official SDKs talk HTTP to it as they would to the provider, so this
+runs offline and without keys.
+
+The reasoning each model returned is recorded in the log, shown, and sent back on the next turn
+as the provider requires. Then every run replays identical with the servers gone, and one is
+branched and goes on live.
+"""),
+    code("""
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+from agentsm import facts as f
+
+
+def recording(name):
+    \"\"\"One recorded interaction: what the client sent, what the provider answered.\"\"\"
+    return json.loads(Path("recorded", f"{name}.json").read_text())
+
+
+class RecordedApi:
+    \"\"\"A provider's API on 127.0.0.1: each request gets the next recorded answer, as the
+    provider sent it (JSON, or a stream of events); what the SDK sent is kept.\"\"\"
+
+    def __init__(self, *names, answers=()):
+        self.answers = [recording(name)["response"] for name in names] + list(answers)
+        self.paths, self.sent = [], []
+        api = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keep-alive, as the providers do
+
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                api.paths.append(self.path)
+                api.sent.append(json.loads(self.rfile.read(int(self.headers["content-length"]))))
+                answer = api.answers.pop(0)
+                kind = {k.lower(): v for k, v in answer["headers"].items()}.get("content-type")
+                body = answer["body"].encode()
+                self.send_response(answer["status"])
+                self.send_header("content-type", kind or "application/json")
+                self.send_header("content-length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def reasoning_of(engine):
+    \"\"\"The reasoning recorded in a run's LLM responses: where, what kind, its text, and the
+    fields of the provider's own object, kept whole to be sent back.\"\"\"
+    for entry in engine.trace():
+        if isinstance(entry.fact, f.LlmResponded):
+            for part in entry.fact.response.reasoning:
+                text = " ".join(part.text.split())
+                native = part.native.get("part", part.native)  # Gemini's: the part, and its place
+                fields = sorted(k for k in native if not k.startswith("_"))
+                print(f"seq {entry.seq}: {part.kind} ({part.provider}) {text[:50]!r} {fields}")
+"""),
+    md("""
+## Anthropic: extended thinking, streamed
+
+`thinking=` takes a level (`"low"`, `"medium"`, `"high"`: budgets of 1024, 4096 and 16384
+tokens), a token budget, or Anthropic's own object: here the recording's, a budget of 1024
+tokens with the thinking summarized. Streamed, the thinking arrives as `ReasoningDelta`s before
+the tool call, and the answer as `TextDelta`s:
+"""),
+    code("""
+from agentsm import AgentBuilder, AgentConfig, ReasoningDelta, TextDelta, ToolFinished, tool
+from agentsm.llm import AnthropicCaller
+
+runs = {}  # provider -> run id, all in one log
+
+
+@tool
+def fixed_version() -> str:
+    \"\"\"Return a fixed test version string\"\"\"
+    return "0.32a0"
+
+
+async def watch(engine):
+    \"\"\"Print a run as it streams: the thinking, each tool call, the answer.\"\"\"
+    now = None
+    async for out in engine.stream():
+        if isinstance(out, ToolFinished):
+            print(f"\\n[tool] {out.call.name}({out.call.args}) -> {out.observation}", end="")
+            now = None
+        elif isinstance(out, (ReasoningDelta, TextDelta)):
+            kind = "thinking" if isinstance(out, ReasoningDelta) else "answer"
+            if kind != now:
+                print(f"\\n[{kind}] ", end="")
+                now = kind
+            print(out.text, end="")
+    print()
+
+
+anthropic = RecordedApi("anthropic_thinking/08_thinking_tool_use_stream_turn1",
+                        "anthropic_thinking/09_thinking_tool_use_stream_turn2_thinking_sent_back")
+thinking = {"type": "enabled", "budget_tokens": 1024, "display": "summarized"}
+claude = AnthropicCaller(base_url=anthropic.url, api_key="recorded", stream=True,
+                         thinking=thinking, max_tokens=64000, temperature=1.0)
+task = ("Use the fixed_version tool. Then tell me the version and make one short joke about it."
+        " Think about it first.")
+engine = (AgentBuilder(task).llm(claude).model("claude-haiku-4-5-20251001")
+          .tool(fixed_version).store("providers.db").build())
+await watch(engine)
+runs["Anthropic"] = engine.run_id
+"""),
+    md("""
+The thinking is recorded with the response that carried it: its text, and the whole block with
+its signature. With thinking on, a turn that used tools must send its thinking back unchanged on
+the next request, or the API refuses it. The second request did, first in the assistant turn,
+exactly as the client that made this recording sent it:
+"""),
+    code("""
+reasoning_of(engine)
+sent = anthropic.sent[1]["messages"][1]["content"]
+recorded = recording("anthropic_thinking/09_thinking_tool_use_stream_turn2_thinking_sent_back")
+print([block["type"] for block in sent], "thinking block as recorded:",
+      sent[0] == recorded["request"]["json"]["messages"][1]["content"][0])
+"""),
+    md("""
+## OpenAI Responses: reasoning items, encrypted
+
+`OpenAiResponsesCaller(thinking="low")` asks for low effort with reasoning summaries; here the
+recording's own `reasoning` object. With `store=False` (the default) OpenAI keeps nothing, so the
+request asks for the reasoning encrypted, and the next turn sends the reasoning item back (id,
+summary and encrypted content) just before the function call it led to:
+"""),
+    code("""
+from agentsm.llm import OpenAiResponsesCaller
+
+
+@tool
+def update_plan(plan: str) -> str:
+    \"\"\"Write down the plan, and update it as you go.\"\"\"
+    return "plan updated"
+
+
+first = recording("openai_responses/06_reasoning_function_call_turn1")["request"]["json"]
+openai_responses = RecordedApi(
+    "openai_responses/06_reasoning_function_call_turn1",
+    "openai_responses/07_reasoning_function_call_turn2_reasoning_sent_back",
+)
+gpt5 = OpenAiResponsesCaller(base_url=openai_responses.url + "/v1", api_key="recorded",
+                             thinking={"effort": "low", "summary": "detailed"})
+engine = (AgentBuilder(first["input"][0]["content"]).system_prompt(first["instructions"])
+          .llm(gpt5).model("gpt-5").tool(update_plan).store("providers.db").build())
+print(engine.run())
+runs["OpenAI Responses"] = engine.run_id
+"""),
+    code("""
+reasoning_of(engine)
+print(engine.memory.total_usage)
+sent = openai_responses.sent[1]["input"]
+recorded = recording("openai_responses/07_reasoning_function_call_turn2_reasoning_sent_back")
+print([item.get("type", item.get("role")) for item in sent], "reasoning item as recorded:",
+      sent[1] == recorded["request"]["json"]["input"][1])
+"""),
+    md("""
+## Gemini: thought signatures and thought parts
+
+Gemini puts a thought signature on the function call it decided on, and the next request must
+carry it back on that same part. `GeminiCaller` records it (a `redacted` piece of reasoning: a
+signature without text) and sends it back in its place. Gemini's calls carry no id: each gets one
+from its place in the run.
+"""),
+    code("""
+from agentsm.llm import GeminiCaller
+
+
+@tool
+def get_user_country() -> str:
+    \"\"\"The user's country.\"\"\"
+    return "Mexico"
+
+
+first = recording("google/02_function_call_thought_signature_turn1")["request"]["json"]
+gemini = RecordedApi("google/02_function_call_thought_signature_turn1",
+                     "google/03_function_response_turn2_final_text")
+engine = (AgentBuilder(first["contents"][0]["parts"][0]["text"])
+          .llm(GeminiCaller(base_url=gemini.url, api_key="recorded", api_version="v1beta"))
+          .model("gemini-2.5-pro").tool(get_user_country).store("providers.db").build())
+print(engine.run())
+runs["Gemini"] = engine.run_id
+reasoning_of(engine)
+part = gemini.sent[1]["contents"][1]["parts"][0]
+recorded = recording("google/03_function_response_turn2_final_text")["request"]["json"]
+print(part["functionCall"], "signature as recorded:",
+      part["thoughtSignature"] == recorded["contents"][1]["parts"][0]["thoughtSignature"])
+"""),
+    md("""
+With thought summaries on (`thinking=` a level, a token budget, or Gemini's own thinking
+config, here the recording's), the model's thoughts come as parts of their own: recorded as
+reasoning, never as answer text, beside the signature on the answer:
+"""),
+    code("""
+gemini_thoughts = RecordedApi("google/06_thought_parts_turn1")
+gemini3 = GeminiCaller(base_url=gemini_thoughts.url, api_key="recorded", api_version="v1beta",
+                       thinking={"include_thoughts": True})
+engine = (AgentBuilder("How do I cross the street?").system_prompt("You are a helpful assistant.")
+          .llm(gemini3).model("gemini-3-pro-preview").store("providers.db").build())
+print(engine.run()[:200], "...")
+runs["Gemini, thought parts"] = engine.run_id
+reasoning_of(engine)
+"""),
+    md("""
+## Amazon Bedrock: reasoning content
+
+`BedrockCaller(thinking=...)` turns on Claude's extended thinking through Converse (in
+`additionalModelRequestFields`); the answer's `reasoningContent` block is recorded whole,
+signature included, and a later turn of the run sends it back unchanged. boto3 signs each
+request with the credentials given: made-up ones here, as the server checks nothing.
+"""),
+    code("""
+from agentsm.llm import BedrockCaller
+
+bedrock = RecordedApi("bedrock/09_reasoning_content_turn1")
+sonnet = BedrockCaller(endpoint_url=bedrock.url, region="us-east-1", thinking=1024,
+                       aws_access_key_id="recorded", aws_secret_access_key="recorded")
+engine = (AgentBuilder("How do I cross the street?").llm(sonnet)
+          .model("us.anthropic.claude-sonnet-4-20250514-v1:0").store("providers.db").build())
+print(engine.run()[:200], "...")
+runs["Bedrock"] = engine.run_id
+print(bedrock.paths[0], bedrock.sent[0]["additionalModelRequestFields"])
+reasoning_of(engine)
+"""),
+    md("""
+## Azure OpenAI: the Responses API on a deployment
+
+`AzureOpenAiResponsesCaller` is the Responses caller on an Azure resource's v1 API (the model is
+the deployment's name); `AzureOpenAiCaller` is the Chat Completions one. This model returned its
+reasoning encrypted and without a summary: a `redacted` piece of reasoning, its size in the
+usage's reasoning tokens.
+"""),
+    code("""
+from agentsm.llm import AzureOpenAiResponsesCaller
+
+azure = RecordedApi("azure_openai/05_responses_v1_reasoning")
+deployment = AzureOpenAiResponsesCaller(azure_endpoint=azure.url, api_key="recorded",
+                                        thinking={"context": "all_turns"})
+engine = (AgentBuilder("What is the capital of France? Answer in one word.")
+          .llm(deployment).model("gpt-5.5").config(AgentConfig(min_answer_length=1))
+          .store("providers.db").build())
+print(engine.run(), "from", azure.paths[0])
+runs["Azure OpenAI"] = engine.run_id
+reasoning_of(engine)
+print(engine.memory.total_usage)
+"""),
+    md("""
+## OpenAI Chat Completions: two tools, no reasoning to keep
+
+`OpenAiCaller` sends `thinking=` as `reasoning_effort` to the models that take it. Chat
+Completions returns only the count of reasoning tokens, never the reasoning, so there is nothing
+to record or send back. This agent calls its two tools one after the other:
+"""),
+    code("""
+from agentsm.llm import OpenAiCaller
+
+
+@tool
+def lookup_population(country: str) -> int:
+    \"\"\"Returns the current population of the specified fictional country\"\"\"
+    return 123124
+
+
+@tool
+def can_have_dragons(population: int) -> bool:
+    \"\"\"Returns True if the specified population can have dragons, False otherwise\"\"\"
+    return population > 100_000
+
+
+openai_chat = RecordedApi("openai/03_tool_call_single_nonstream_turn1",
+                          "openai/04_tool_call_single_nonstream_turn2_second_call",
+                          "openai/05_tool_call_single_nonstream_turn3_final_text")
+engine = (AgentBuilder("Can the country of Crumpet have dragons? Answer with only YES or NO")
+          .llm(OpenAiCaller(base_url=openai_chat.url + "/v1", api_key="recorded"))
+          .model("gpt-4o-mini").tool(lookup_population).tool(can_have_dragons)
+          .config(AgentConfig(min_answer_length=1)).store("providers.db").build())
+print(engine.run(), [(e.tool.name, e.observation) for e in engine.memory.history])
+runs["OpenAI Chat Completions"] = engine.run_id
+print(engine.memory.total_usage)
+"""),
+    md("""
+## What the log holds
+
+`agentsm show` puts the start of the thinking before each response (`thought '...'`, or
+`1 redacted` for reasoning without text), and `agentsm memory RUN --messages` shows the
+conversation as the LLM was sent it, reasoning on the assistant turns:
+"""),
+    code("""
+import subprocess
+import sys
+
+
+def agentsm(*args):
+    out = subprocess.run([sys.executable, "-m", "replay", "--db", "providers.db", *args],
+                         capture_output=True, text=True)
+    print(out.stdout or out.stderr)
+
+
+agentsm("show", runs["Gemini, thought parts"])
+"""),
+    code("""agentsm("memory", runs["Anthropic"], "--messages")"""),
+    md("""
+## Replayed offline
+
+The servers go away. Replay serves each run's recorded responses, reasoning included, and
+compares every fact; no SDK talks to anyone:
+"""),
+    code("""
+from replay import replay_run
+
+for api in (anthropic, openai_responses, gemini, gemini_thoughts, bedrock, azure, openai_chat):
+    api.close()
+for provider, run_id in runs.items():
+    print(f"{provider:24} {replay_run('providers.db', run_id)}")
+"""),
+    md("""
+## A branch that goes on live
+
+Branch the Anthropic run at seq 7 (the transition to Acting, before its tool ran) with another
+tool result. The branch keeps the parent's facts up to there, thinking included. Its next LLM
+call is a new one, so it goes live, on the caller given for it: here a server that plays an
+answer written for this notebook, not a recorded one. What the branch sent is what Anthropic
+requires: the parent's thinking block, from the log, signature and all, then the new result.
+"""),
+    code("""
+from replay import branch_run
+
+written = {"id": "msg_branch", "type": "message", "role": "assistant",
+           "model": "claude-haiku-4-5-20251001", "stop_reason": "end_turn",
+           "content": [{"type": "text", "text": "The version is **1.0.0**: out of alpha at last."}],
+           "usage": {"input_tokens": 707, "output_tokens": 16}}
+live = RecordedApi(answers=[{"status": 200, "headers": {}, "body": json.dumps(written)}])
+claude = AnthropicCaller(base_url=live.url, api_key="recorded", thinking=thinking,
+                         max_tokens=64000, temperature=1.0)
+branch = branch_run("providers.db", runs["Anthropic"], at=7, tool_result="1.0.0", llm=claude)
+print(branch)
+sent = live.sent[0]["messages"]
+parent = anthropic.sent[1]["messages"]
+print("the parent's thinking sent back:", sent[1]["content"][0] == parent[1]["content"][0])
+print("the new result:", sent[2]["content"][0]["content"])
+live.close()
+print(replay_run("providers.db", branch.run_id))
+"""),
+    md("""
+With real keys, only the callers change (not run here: no network):
+
+```python
+AnthropicCaller(thinking="medium", stream=True)                  # $ANTHROPIC_API_KEY
+OpenAiResponsesCaller(thinking="low")                            # $OPENAI_API_KEY
+GeminiCaller(thinking="low")                                     # $GOOGLE_API_KEY
+BedrockCaller(region="us-east-1", thinking="low", cache="auto")  # boto3's credentials
+AzureOpenAiResponsesCaller(azure_endpoint="https://my-resource.openai.azure.com", thinking="low")
+OpenAiCaller(thinking="low")                                     # sent as reasoning_effort
+```
+"""),
+]
+
 NOTEBOOKS = {
     "01_quickstart.ipynb": QUICKSTART,
     "02_record_and_replay.ipynb": RECORD_REPLAY,
@@ -854,6 +1233,7 @@ NOTEBOOKS = {
     "05_human_in_the_loop.ipynb": HUMAN,
     "06_providers.ipynb": PROVIDERS,
     "07_extending_agents.ipynb": EXTENDING,
+    "08_reasoning_providers.ipynb": REASONING,
 }
 
 
@@ -870,7 +1250,9 @@ def build(name: str) -> nbformat.NotebookNode:
 
 
 def execute(nb: nbformat.NotebookNode, cwd: Path, timeout: int = 120) -> nbformat.NotebookNode:
-    """Run a notebook top to bottom in `cwd`; raises on the first failing cell."""
+    """Run a notebook top to bottom in `cwd`; raises on the first failing cell. The recorded
+    provider traffic notebook 08 plays is copied there first."""
+    shutil.copytree(HERE / "recorded", cwd / "recorded", dirs_exist_ok=True)
     NotebookClient(
         nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(cwd)}}
     ).execute()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 import time
 from pathlib import Path
@@ -11,6 +12,7 @@ import nbformat
 import pytest
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "providers"
 NAMES = sorted(p.name for p in NOTEBOOKS.glob("*.ipynb"))
 
 
@@ -23,7 +25,7 @@ def _maker() -> object:
     return module
 
 
-def test_the_seven_notebooks_are_there() -> None:
+def test_the_eight_notebooks_are_there() -> None:
     assert NAMES == [
         "01_quickstart.ipynb",
         "02_record_and_replay.ipynb",
@@ -32,6 +34,7 @@ def test_the_seven_notebooks_are_there() -> None:
         "05_human_in_the_loop.ipynb",
         "06_providers.ipynb",
         "07_extending_agents.ipynb",
+        "08_reasoning_providers.ipynb",
     ]
 
 
@@ -100,3 +103,39 @@ def test_the_branching_notebook_never_mixes_recorded_answers_with_new_results() 
     assert "reused  seq 20  search(" in outputs  # the same call at the same place
     assert "B: About 11,000,000 people live on 105.4 km²: roughly 104,364 per km²." in outputs
     assert "(seq 26 asked for: a branch starts after a complete transition" in outputs
+
+
+def test_the_reasoning_notebook_shows_each_provider_s_reasoning_sent_back_and_replayed() -> None:
+    committed = nbformat.read(NOTEBOOKS / "08_reasoning_providers.ipynb", as_version=4)
+    outputs = "\n".join(
+        str(o.get("text", "")) for c in committed.cells for o in c.get("outputs", [])
+    )
+    assert "[thinking] The user wants me to:" in outputs  # streamed before the tool call
+    assert "thinking (anthropic) 'The user wants me to:" in outputs
+    assert "thinking block as recorded: True" in outputs  # Anthropic's second request
+    assert "summary (openai-responses) '**Creating a structured poem**" in outputs
+    assert "reasoning item as recorded: True" in outputs  # encrypted, sent back in place
+    assert "signature as recorded: True" in outputs  # Gemini's on its function call
+    assert "thinking (gemini) '**A Safe Street-Crossing Guide" in outputs  # a thought part
+    assert "thinking (bedrock) 'This is a straightforward question" in outputs
+    assert (
+        "redacted (openai-responses) ''" in outputs and "Paris from /openai/v1/responses" in outputs
+    )
+    assert "YES [('lookup_population', 'SUCCESS: 123124'), ('can_have_dragons'" in outputs
+    assert "(thinking, anthropic) The user wants me to:" in outputs  # memory --messages
+    assert outputs.count(": identical (") == 8  # seven runs replayed offline, and the branch
+    assert "live    seq 15  LLM call (plan)" in outputs
+    assert "the parent's thinking sent back: True" in outputs
+
+
+def test_the_recordings_the_notebook_plays_are_the_tests_and_name_origin_and_license() -> None:
+    folder = NOTEBOOKS / "recorded"
+    readme = (folder / "README.md").read_text()
+    recordings = sorted(folder.rglob("*.json"))
+    assert len(recordings) == 12
+    for path in recordings:
+        name = path.relative_to(folder).as_posix()
+        assert path.read_bytes() == (FIXTURES / name).read_bytes(), name
+        source = json.loads(path.read_text())["source"]
+        (row,) = [line for line in readme.splitlines() if f"`{name}`" in line]
+        assert f"{source['repository']} `{source['path']}`" in row and source["license"] in row
