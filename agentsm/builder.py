@@ -27,8 +27,10 @@ from .custom import (
 )
 from .engine import AgentEngine
 from .errors import BuildError
+from .inbox import Messages
 from .llm.base import LlmCaller, llm_settings
 from .mcp import McpServer, attached_tools, resolve_tools
+from .questions import ASK_HUMAN, ask_human_tool
 from .redaction import Hook, Redactor
 from .skills import READ_SKILL_TOOL, SkillSet
 from .states import AgentState, default_handlers
@@ -103,6 +105,7 @@ class AgentBuilder:
         self._tools = ToolRegistry()
         self._blacklist: list[str] = []
         self._approval_required: list[str] = []
+        self._questions: list[str] = []
         self._approval: ApprovalCallback | None = None
         self._budget: TokenBudget | None = None
         self._store: EventStore | str | Path | None = None
@@ -115,6 +118,7 @@ class AgentBuilder:
         self._redactions: list[tuple[str | None, Hook]] = []
         self._patches: Callable[[str], bool] | None = None
         self._values: ValueSource | None = None
+        self._messages: Messages | None = None
         self._skills = SkillSet()
         self._parent_call: ParentCall | None = None
         self._facts: dict[str, tuple[str, Any]] = {}  # kind -> (part, initial)
@@ -222,8 +226,23 @@ class AgentBuilder:
 
     def on_approval(self, callback: ApprovalCallback) -> AgentBuilder:
         """The approval callback (sync or async): gets an `ApprovalRequest` and returns True,
-        False, a dict of replacement arguments, or None to leave the run waiting."""
+        False, a dict of replacement arguments, or None to leave the run waiting; for a
+        request of kind "question" (`ask_human`, `ctx.ask`), the answer as text."""
         self._approval = callback
+        return self
+
+    def ask_human(self, *, name: str = ASK_HUMAN, description: str | None = None) -> AgentBuilder:
+        """Give the LLM a tool to ask a person a question (`ask_human(question)`). A call waits
+        in WaitingForHuman (status waiting; `pending_requests` shows the question) until a
+        person answers (`replay.answer`, `agentsm answer`, the viewer, or the approval callback
+        returning text); the answer is the call's result, and the tool never runs."""
+        if self._tools.has(name):
+            raise BuildError(
+                f"ask_human(): the agent has a tool named {name!r} already; give the question "
+                "tool another name=..."
+            )
+        self._tools.add(ask_human_tool(name, description))
+        self._questions.append(name)
         return self
 
     def budget(self, budget: TokenBudget) -> AgentBuilder:
@@ -324,6 +343,13 @@ class AgentBuilder:
         """Where `ctx.now()`, `ctx.uuid()` and `ctx.random()` get their values (default: the
         clock, uuid4 and `random`). Replay serves the recorded ones through this seam."""
         self._values = source
+        return self
+
+    def messages(self, source: Messages) -> AgentBuilder:
+        """Where the engine hears what is sent to its run from other processes (default: the
+        store's inbox: `replay.steer`, `replay.request_stop`). Replay serves the recorded
+        messages through this seam."""
+        self._messages = source
         return self
 
     def redact(self, *hooks: Hook, name: str | None = None) -> AgentBuilder:
@@ -642,7 +668,7 @@ class AgentBuilder:
             config=self.build_config(),
             tools=tuple(tools.schemas()),
             blacklisted_tools=tuple(dict.fromkeys(self._blacklist)),
-            approval_required=tuple(dict.fromkeys(self._approval_required)),
+            approval_required=tuple(dict.fromkeys([*self._approval_required, *self._questions])),
             budget=self._budget,
             idempotent_tools=tuple(t.name for t in tools if t.idempotent),
             custom_handlers=tuple(
@@ -662,6 +688,7 @@ class AgentBuilder:
             mcp_servers=servers,
             thread=turn[0] if turn is not None else None,
             conversation=(turn[1] or None) if turn is not None else None,
+            questions=tuple(dict.fromkeys(self._questions)) or None,
         )
         return AgentEngine(
             store=store,
@@ -677,6 +704,7 @@ class AgentBuilder:
             redactor=redactor,
             patches=self._patches,
             values=self._values,
+            messages=self._messages,
         )
 
     def submit(self) -> str:
@@ -703,6 +731,7 @@ class AgentBuilder:
             redactor=self.build_redactor(),
             patches=self._patches,
             values=self._values,
+            messages=self._messages,
         )
 
     def _recorded_definition(self, run_id: str) -> f.RunStarted | None:

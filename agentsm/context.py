@@ -23,6 +23,7 @@ from .frozen import thaw
 from .llm.base import LlmCaller
 from .memory import AgentMemory
 from .outputs import AgentOutput, ToolFinished, ToolStarted
+from .questions import handler_question
 from .recorder import Recorder
 from .tool_context import ToolContext, _current
 from .tools import ToolOutcome, ToolRegistry
@@ -30,6 +31,7 @@ from .types import AgentConfig, ApprovalRequest, LlmResponse, ToolCall
 
 __all__ = [
     "SUSPEND",
+    "AwaitingAnswer",
     "UNRECORDABLE",
     "ApprovalCallback",
     "RunContext",
@@ -74,13 +76,29 @@ class Suspend:
 SUSPEND = Suspend()
 
 
+class AwaitingAnswer(BaseException):  # noqa: N818 - it suspends the run, it is not a failure
+    """Raised by `ctx.ask` when the question has no answer yet: the engine suspends the run
+    there, as at SUSPEND. A BaseException, so that a handler's `except Exception` lets it by."""
+
+
 def _plain(call: ToolCall) -> ToolCall:
     """The call with a plain copy of its (read-only) arguments, for an effect to use as it
     likes: what was recorded cannot change through it."""
     return ToolCall.model_construct(name=call.name, args=thaw(call.args), id=call.id)
 
 
-_ENGINE_FACTS = frozenset({"RunStarted", "Transitioned", "RunBranched", "RunAborted"})
+_ENGINE_FACTS = frozenset(
+    {
+        "RunStarted",
+        "Transitioned",
+        "RunBranched",
+        "RunAborted",
+        "Steered",
+        "StopRequested",
+        "QuestionAsked",
+        "HumanAnswered",
+    }
+)
 
 
 class RunContext:
@@ -100,6 +118,7 @@ class RunContext:
         patches: Callable[[str], bool] | None = None,
         run_deadline: float | None = None,
         values: ValueSource | None = None,
+        asked_from: int = 0,
     ) -> None:
         self.run_id = run_id
         self.run_deadline = run_deadline
@@ -113,6 +132,8 @@ class RunContext:
         self._emit = emit
         self._patches = patches
         self._values = values or live_value
+        self._asked_from = asked_from  # where this state's questions start in memory.asked
+        self._asks = 0  # questions this handler asked so far (`ask`)
 
     @property
     def memory(self) -> AgentMemory:
@@ -126,8 +147,9 @@ class RunContext:
 
     def record(self, fact: Fact | CustomFact, metrics: dict[str, Any] | None = None) -> None:
         """Record a fact: it is applied to memory now and committed with the transition. The
-        engine's own facts (RunStarted, Transitioned, RunBranched, RunAborted) are refused, and
-        so is a fact of the user's that this state's handler does not declare (`records`)."""
+        engine's own facts (RunStarted, Transitioned, RunBranched, RunAborted, Steered,
+        StopRequested) and those `ask` records are refused, and so is a fact of the user's
+        that this state's handler does not declare (`records`)."""
         if fact.kind in _ENGINE_FACTS:
             raise OwnershipViolation(self.state, fact.kind, frozenset())
         self._recorder.record(fact, self.state, metrics)
@@ -351,8 +373,45 @@ class RunContext:
         self.record(_executed(place, outcome), {"duration_ms": ms})
         return outcome
 
+    async def ask(self, question: str) -> str:
+        """Ask a person `question` and return the answer. The builder's approval callback may
+        answer at once (it gets a request of kind "question" and returns the answer as text);
+        otherwise the run waits (status waiting: `pending_requests` shows the question, and
+        `replay.answer`, `agentsm answer` or the viewer answers it), and once answered this
+        handler runs again from its start, where this call returns the recorded answer. So ask
+        before recording anything else: what a handler recorded before it waited is recorded
+        again when it runs again. Replay serves the recorded answers back."""
+        position = self._asked_from + self._asks
+        self._asks += 1
+        asked = self.memory.asked
+        if position < len(asked):
+            answer = asked[position][1]
+            if answer is not None:
+                return answer
+        else:
+            self._recorder.record(f.QuestionAsked(question=clean_text(question)), self.state)
+        if self._approval is not None:
+            await self.commit()  # the question is on record before anyone is asked
+            request = handler_question(self.run_id, self.memory)
+            assert request is not None
+            given = self._approval(request)
+            if inspect.isawaitable(given):
+                given = await given
+            if isinstance(given, str):
+                self._recorder.record(f.HumanAnswered(answer=clean_text(given)), self.state)
+                answered = self.memory.asked[position][1]
+                assert answered is not None
+                return answered
+            if given is not None:
+                raise TypeError(
+                    f"The approval callback returned {given!r} for a question; return the "
+                    "answer as text, or None to leave the run waiting."
+                )
+        raise AwaitingAnswer(question)
+
     async def ask_human(self, request: ApprovalRequest) -> Decision | None:
-        """The human's decision on a call, or None when no decision can be had now."""
+        """The human's decision on a call (its answer, for a question to a person), or None
+        when no decision can be had now."""
         if self._approval is None:
             return None
         await self.commit()  # the question is on record before anyone is asked
@@ -362,6 +421,19 @@ class RunContext:
         if isinstance(answer, Decision):
             return answer
         call_id, index = request.call.id, request.index
+        if request.kind == "question":
+            if isinstance(answer, str):
+                return Decision(
+                    call_id=call_id, verdict="answered", answer=clean_text(answer), index=index
+                )
+            if answer is False:
+                return Decision(call_id=call_id, verdict="rejected", index=index)
+            if answer is None:
+                return None
+            raise TypeError(
+                f"The approval callback returned {answer!r} for a question; return the answer "
+                "as text, False to decline it, or None to leave the run waiting."
+            )
         if answer is True:
             return Decision(call_id=call_id, verdict="approved", index=index)
         if answer is False:

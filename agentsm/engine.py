@@ -10,13 +10,21 @@ from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Literal, NoReturn
 
-from eventstore import EventStore, StoredEvent, StoreError
+from eventstore import EventStore, Inbox, StoredEvent, StoreError
 
 from . import facts as f
 from ._scope import run_scope
 from ._sync import run_sync
 from .codec import clean_text
-from .context import ApprovalCallback, RunContext, Suspend, ToolRunner, ValueSource
+from .context import (
+    SUSPEND,
+    ApprovalCallback,
+    AwaitingAnswer,
+    RunContext,
+    Suspend,
+    ToolRunner,
+    ValueSource,
+)
 from .custom import handler_records
 from .errors import (
     AgentFailed,
@@ -26,9 +34,11 @@ from .errors import (
     HandlerCrashed,
     HumanInputRequired,
     NoHandlerForState,
+    RunStopped,
     SafetyCapExceeded,
     UnreadableFact,
 )
+from .inbox import Heard, LocalMessages, Messages, StoreMessages
 from .llm.base import LlmCaller, _text_sink
 from .memory import AgentMemory, fold_with_state, initial_memory
 from .outputs import (
@@ -36,12 +46,14 @@ from .outputs import (
     ApprovalNeeded,
     FinalAnswer,
     RunErrored,
+    SteerTaken,
+    StopTaken,
     TransitionTaken,
 )
 from .recorder import Recorder
 from .redaction import Redactor
 from .states.base import AgentState
-from .states.waiting import approval_requests
+from .states.waiting import human_requests
 from .subagent import with_waiting_children
 from .tools import ToolOutcome, ToolRegistry
 from .trace import Trace, decode
@@ -50,7 +62,19 @@ from .types import TERMINAL_STATES, State, ToolCall
 
 __all__ = ["AgentEngine"]
 
-Ending = Literal["done", "failed", "waiting"]
+Ending = Literal["done", "failed", "waiting", "stopped"]
+
+
+def _asked_before_last_transition(facts: list[f.Fact]) -> int:
+    """How many questions handlers had asked (`ctx.ask`) when the run entered its current
+    state: the current state's questions come after those."""
+    asked = current = 0
+    for fact in facts:
+        if isinstance(fact, f.QuestionAsked):
+            asked += 1
+        elif isinstance(fact, f.Transitioned):
+            current = asked
+    return current
 
 
 def _check_known(run_id: str, stored: list[StoredEvent], facts: list[f.Fact]) -> None:
@@ -94,6 +118,7 @@ class AgentEngine:
         redactor: Redactor | None = None,
         patches: Callable[[str], bool] | None = None,
         values: ValueSource | None = None,
+        messages: Messages | None = None,
     ) -> None:
         self.run_id = run_id or uuid.uuid4().hex[:12]
         if redactor is not None:  # the task reaches the catalog too: redacted like the facts
@@ -133,6 +158,10 @@ class AgentEngine:
         self._closed = False
         self._busy = False
         self._run_deadline: float | None = None
+        self._local = LocalMessages()  # what this process sends the run (steer, request_stop)
+        self._messages = messages or StoreMessages(store, self.run_id)  # and the others
+        self._asked_from = 0  # where the current state's questions start in memory.asked
+        self._listening = False  # whether the next tick looks for messages first (`_listen`)
 
     @classmethod
     def attach(
@@ -150,6 +179,7 @@ class AgentEngine:
         redactor: Redactor | None = None,
         patches: Callable[[str], bool] | None = None,
         values: ValueSource | None = None,
+        messages: Messages | None = None,
     ) -> AgentEngine:
         """An engine continuing a run already in the store, from its last committed fact."""
         stored = store.read(run_id)
@@ -171,6 +201,7 @@ class AgentEngine:
             redactor=redactor,
             patches=patches,
             values=values,
+            messages=messages,
         )
         memory, state = fold_with_state(facts)
         engine._recorder = Recorder(
@@ -178,6 +209,7 @@ class AgentEngine:
         )
         engine._state = state
         engine._transitions = sum(isinstance(x, f.Transitioned) for x in facts)
+        engine._asked_from = _asked_before_last_transition(facts)
         engine._created = True
         engine._closed = isinstance(facts[-1], f.RunFinished)
         return engine
@@ -221,6 +253,30 @@ class AgentEngine:
             self._create()
         self._recorder.record(fact, self._state)
         self._recorder.flush()
+
+    def steer(self, text: str) -> None:
+        """Send the run a message while it goes on, from any thread: it is recorded
+        (`Steered`) at the next transition, and the LLM reads it as a user message after the
+        latest entries from its next call on; several are taken in the order sent. From
+        another process, `replay.steer` does the same through the store."""
+        if not isinstance(text, str) or not text.strip():
+            raise ValueError(f"A message to the run is a non-empty string, not {text!r}.")
+        self._refuse_ended("steer")
+        self._local.put(f.Steered(text=clean_text(text)))
+
+    def request_stop(self, reason: str = "") -> None:
+        """Ask the run to stop, from any thread: at the next transition it records
+        `StopRequested`, commits with status "stopped" and `run()` raises `RunStopped`;
+        resuming it goes on from there. From another process, `replay.request_stop`."""
+        self._refuse_ended("stop")
+        self._local.put(f.StopRequested(reason=clean_text(reason)))
+
+    def _refuse_ended(self, what: str) -> None:
+        if self._closed:
+            raise ValueError(
+                f"Run {self.run_id} has ended ({self._state}); there is nothing to {what}. "
+                "In a thread, send the message as the next turn."
+            )
 
     def submit(self) -> str:
         """Record the run's definition with status "queued" and return its id, without running
@@ -284,8 +340,10 @@ class AgentEngine:
         if ending == "done":
             return self.memory.final_answer or "[No answer produced]"
         if ending == "waiting":
-            requests = approval_requests(self.run_id, self.memory)
+            requests = human_requests(self.run_id, self.memory, self._state)
             raise HumanInputRequired(self.run_id, with_waiting_children(self.store, requests))
+        if ending == "stopped":
+            raise RunStopped(self.run_id, self._stopped)
         raise AgentFailed(self.memory.error or "Unknown error", self.run_id)
 
     async def run_tool(self, call: ToolCall) -> ToolOutcome:
@@ -309,6 +367,7 @@ class AgentEngine:
         self._recorder.record(self.definition, State.Idle)
         await self._recorder.acreate(self.definition.task, created_at=created_at, status="running")
         self._created = True
+        self._listening = True
 
     @contextmanager
     def _driving(self) -> Iterator[None]:
@@ -346,6 +405,10 @@ class AgentEngine:
         state = self._state
         if state in TERMINAL_STATES and self._closed:
             return "done" if state == State.Done else "failed"
+        if self._listening and state not in TERMINAL_STATES:
+            self._listening = False
+            if await self._listen(emit):
+                return "stopped"
         handler = self.handlers.get(state)
         if handler is None:
             await self._abort(NoHandlerForState(state))
@@ -361,6 +424,7 @@ class AgentEngine:
             patches=self._patches,
             run_deadline=self._run_deadline,
             values=self._values,
+            asked_from=self._asked_from,
         )
         if state not in TERMINAL_STATES:
             cap = self.memory.config.effective_safety_cap()
@@ -372,6 +436,8 @@ class AgentEngine:
             raise  # fault, so nothing more is recorded; it stays where its last commit left it
         except EngineError as e:
             await self._abort(e)
+        except AwaitingAnswer:  # a question to a person (`ctx.ask`) has no answer yet
+            event = SUSPEND
         except Exception as e:
             await self._abort(HandlerCrashed(state, e), cause=e)
         except asyncio.CancelledError as e:
@@ -388,7 +454,7 @@ class AgentEngine:
             raise
         if isinstance(event, Suspend):
             await self._recorder.commit(status="waiting")
-            emit(ApprovalNeeded(tuple(approval_requests(self.run_id, self.memory))))
+            emit(ApprovalNeeded(tuple(human_requests(self.run_id, self.memory, state))))
             return "waiting"
         if state in TERMINAL_STATES:
             ending: Ending = "done" if state == State.Done else "failed"
@@ -407,8 +473,51 @@ class AgentEngine:
         self._recorder.record(f.Transitioned(from_state=state, event=event, to_state=target), state)
         self._state = target
         self._transitions += 1
+        self._asked_from = len(self.memory.asked)
+        self._listening = True
         emit(TransitionTaken(state, event, target, self.memory.step))
         return None
+
+    async def _listen(self, emit: Callable[[AgentOutput], None]) -> bool:
+        """Take what was sent to the run from outside, where the engine looks for it: right
+        after a transition (and after a new run's definition), never at the first tick of a
+        drive that continues a run, whose handler runs again first (so a replay, which runs
+        it once, meets the messages at the same places). True: the run stops here."""
+        heard = self._local.take()
+        store_heard, upto = self._messages.due(self._recorder.last + len(heard))
+        if not heard and not store_heard:
+            return False
+        return await self._hear([*heard, *store_heard], upto, emit)
+
+    async def _hear(
+        self, heard: list[Heard], upto: int, emit: Callable[[AgentOutput], None]
+    ) -> bool:
+        """Record what the run heard from outside, in order, and commit it: with the inbox's
+        messages up to `upto` marked taken in the same transaction, and with status "stopped"
+        when one asked the run to stop (True: it stops here)."""
+        for fact in heard:
+            self._recorder.record(fact, self._state)
+        stop = next((x for x in heard if isinstance(x, f.StopRequested)), None)
+        status = "stopped" if stop is not None else None
+        if upto:
+            self._recorder.claimed()  # only the run's driver takes its messages
+            with self.store.batch():  # taken with the facts that record them, or not at all
+                self._messages_taken(upto)
+                self._recorder.flush(status=status)
+        elif stop is not None:
+            await self._recorder.commit(status="stopped")
+        for fact in heard:
+            if isinstance(fact, f.Steered):
+                emit(SteerTaken(fact.text))
+        if stop is None:
+            return False
+        self._stopped = stop.reason
+        emit(StopTaken(stop.reason))
+        return True
+
+    def _messages_taken(self, upto: int) -> None:
+        if isinstance(self.store, Inbox):
+            self.store.take(self.run_id, upto)
 
     def _stop(self) -> None:
         """The run was stopped from outside (cancelled, Ctrl-C) or by a tool (`sys.exit`): keep
@@ -433,6 +542,8 @@ class AgentEngine:
         )
         await self._recorder.commit(status="aborted")
         raise error from cause
+
+    _stopped = ""  # the reason the run stopped for (`RunStopped`)
 
     def __repr__(self) -> str:
         return (

@@ -5,6 +5,7 @@ AgentError                   root of everything agentsm raises
 │   └── McpServerUnavailable an MCP server could not be started or reached
 ├── AgentFailed              the run ended in Error; `.error` holds the recorded reason
 ├── HumanInputRequired       the run waits for a human decision and has no callback
+├── RunStopped               the run stopped where someone asked it to (resumable)
 ├── EngineBusy               an engine was asked to drive its run while it already does
 ├── ThreadBusy               a thread cannot take a message: its last turn has not ended
 ├── UnreadableFact           a stored fact cannot be decoded (damaged, or an unknown kind)
@@ -40,6 +41,7 @@ __all__ = [
     "McpServerUnavailable",
     "NoHandlerForState",
     "OwnershipViolation",
+    "RunStopped",
     "SafetyCapExceeded",
     "ThreadBusy",
     "UnreadableFact",
@@ -92,6 +94,21 @@ class HumanInputRequired(AgentError):
         super().__init__(
             f"Run {run_id} waits for a human decision on {names}. Give `.on_approval(callback)` "
             "to the builder, or record the decision later and resume the run."
+        )
+
+
+class RunStopped(AgentError):
+    """The run stopped at a stop request (`engine.request_stop`, `replay.request_stop`,
+    `agentsm stop`, the viewer): status stopped, recorded (`StopRequested`); resuming it goes
+    on from there."""
+
+    def __init__(self, run_id: str, reason: str = "") -> None:
+        self.run_id = run_id
+        self.reason = reason
+        why = f" ({reason})" if reason else ""
+        super().__init__(
+            f"Run {run_id} stopped where it was asked to{why}; continue it with "
+            f"`agentsm resume {run_id}` (replay.resume_run)."
         )
 
 
@@ -172,7 +189,18 @@ class SafetyCapExceeded(EngineError):
         )
 
 
-_ENGINE_KINDS = frozenset({"RunStarted", "Transitioned", "RunBranched", "RunAborted"})
+_ENGINE_KINDS = frozenset(
+    {
+        "RunStarted",
+        "Transitioned",
+        "RunBranched",
+        "RunAborted",
+        "Steered",
+        "StopRequested",
+        "QuestionAsked",
+        "HumanAnswered",
+    }
+)
 
 
 class OwnershipViolation(EngineError):

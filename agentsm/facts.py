@@ -51,6 +51,7 @@ __all__ = [
     "Fact",
     "FinalAnswerProduced",
     "HistoryCompressed",
+    "HumanAnswered",
     "HumanDecided",
     "JudgeAnswered",
     "JudgeAsked",
@@ -60,6 +61,7 @@ __all__ = [
     "ObservationCommitted",
     "PatchMarked",
     "PickRefused",
+    "QuestionAsked",
     "ReflectionSkipped",
     "RunAborted",
     "RunBranched",
@@ -67,6 +69,8 @@ __all__ = [
     "RunFinished",
     "RunStarted",
     "StepStarted",
+    "Steered",
+    "StopRequested",
     "ToolCallStarted",
     "ToolCallsPlanned",
     "ToolExecuted",
@@ -130,6 +134,9 @@ class RunStarted(_Fact):
     with: the earlier user messages and answers (`HistoryEntry.message`, `.answer`), with
     their tool calls, summaries and notes in between, as they stood then. Its own log then
     holds all the turn needs: it folds, replays, branches and exports on its own."""
+    questions: tuple[str, ...] | None = None
+    """The tools whose calls are questions to a person (`AgentBuilder.ask_human`): such a
+    call waits for an answer, which becomes its result; it never runs (None: none)."""
 
 
 class StepStarted(_Fact):
@@ -228,16 +235,19 @@ class ApprovalRequested(_Fact):
 
 
 class Decision(BaseModel):
-    """A human's verdict on one call: approved, rejected, or modified with new arguments.
-    `index` is the call's position among the step's planned calls: ids are only labels (an LLM
-    may repeat them), so a decision with an index applies to that call alone."""
+    """A human's verdict on one call: approved, rejected, modified with new arguments, or, for
+    a question to a person (`AgentBuilder.ask_human`), answered with `answer`, which becomes
+    the call's result. `index` is the call's position among the step's planned calls: ids are
+    only labels (an LLM may repeat them), so a decision with an index applies to that call
+    alone."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     call_id: str
-    verdict: Literal["approved", "rejected", "modified"]
+    verdict: Literal["approved", "rejected", "modified", "answered"]
     args: JsonObject | None = None
     note: str = ""
     index: int | None = None
+    answer: str | None = None
 
 
 class HumanDecided(_Fact):
@@ -245,6 +255,39 @@ class HumanDecided(_Fact):
 
     kind: Literal["HumanDecided"] = "HumanDecided"
     decisions: tuple[Decision, ...]
+
+
+class QuestionAsked(_Fact):
+    """A handler asked a person a question (`ctx.ask`): the run waits for the answer."""
+
+    kind: Literal["QuestionAsked"] = "QuestionAsked"
+    question: str
+
+
+class HumanAnswered(_Fact):
+    """A person answered the question a handler asked (`replay.answer`, `agentsm answer`, the
+    viewer, or the approval callback): `ctx.ask` returns it when the handler asks again."""
+
+    kind: Literal["HumanAnswered"] = "HumanAnswered"
+    answer: str
+
+
+class Steered(_Fact):
+    """A person sent the run a message while it went on (`engine.steer`, `replay.steer`,
+    `agentsm steer`), taken where the engine checks for messages, between two transitions: the
+    LLM reads it as a user message after the latest entries, from its next call on."""
+
+    kind: Literal["Steered"] = "Steered"
+    text: str
+
+
+class StopRequested(_Fact):
+    """Someone asked the run to stop (`engine.request_stop`, `replay.request_stop`, `agentsm
+    stop`, the viewer): it stopped here, between two transitions, with status stopped, and goes
+    on from here when resumed."""
+
+    kind: Literal["StopRequested"] = "StopRequested"
+    reason: str = ""
 
 
 class ToolCallStarted(_Fact):
@@ -515,6 +558,10 @@ Fact = Annotated[
     | ToolCallsPlanned
     | ApprovalRequested
     | HumanDecided
+    | QuestionAsked
+    | HumanAnswered
+    | Steered
+    | StopRequested
     | ToolCallStarted
     | ToolExecuted
     | ObservationCommitted
@@ -595,9 +642,10 @@ OWNERS: dict[str, frozenset[str]] = {
     "CandidatePicked": frozenset({JUDGING}),
     "PickRefused": frozenset({JUDGING}),
 }
-"""Which built-in state may record which fact. Transitioned, RunBranched and RunAborted are the
-engine's; the judgement facts (CandidatesGathered ... PickRefused) are best-of-N's, recorded
-in a judgement run of their own, never by a state of the machine.
+"""Which built-in state may record which fact. Transitioned, RunBranched, RunAborted, Steered and
+StopRequested are the engine's; QuestionAsked and HumanAnswered any state's (`ctx.ask`); the
+judgement facts (CandidatesGathered ... PickRefused) are best-of-N's, recorded in a judgement
+run of their own, never by a state of the machine.
 Custom states (names outside `State`) are not restricted, unless their handler declares
 `records`: then they record only what it lists. The user's own facts (`AgentBuilder.fact`) are
 recorded only by states whose handler declares them (see `agentsm.custom`)."""

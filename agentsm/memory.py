@@ -110,6 +110,15 @@ class AgentMemory(BaseModel):
     """For a turn of a thread: how many entries at the head of `history` come from the turns
     before it (the conversation so far); the LLM is sent them before the task, the task being
     this turn's user message. 0 for any other run."""
+    steered: tuple[HistoryEntry, ...] = ()
+    """Messages a person sent the run (`Steered`) while a step's calls were under way: the LLM
+    is sent them after everything else; Observing puts them into history after the step's
+    entries. A message sent between steps goes into history at once."""
+    question_tools: frozenset[str] = frozenset()
+    """The tools whose calls are questions to a person (`AgentBuilder.ask_human`)."""
+    asked: tuple[tuple[str, str | None], ...] = ()
+    """The questions handlers asked a person (`ctx.ask`), in order, each with its answer
+    (None: not answered yet)."""
 
     def part(self, name: str) -> Any:
         """The value of the user-declared part `name` (see `AgentBuilder.fact`)."""
@@ -122,7 +131,9 @@ class AgentMemory(BaseModel):
                 f"a fact with AgentBuilder.fact(..., part={name!r}, initial=...)."
             ) from None
 
-    @field_serializer("blacklisted_tools", "approval_required", "patches", when_used="json")
+    @field_serializer(
+        "blacklisted_tools", "approval_required", "patches", "question_tools", when_used="json"
+    )
     def _sorted(self, names: frozenset[str]) -> list[str]:
         """Sets as sorted lists in JSON: their own order changes from one process to the next."""
         return sorted(names)
@@ -271,6 +282,8 @@ class AgentMemory(BaseModel):
                     "content": f"That answer was not accepted: {reason}. Please answer fully.",
                 }
             )
+        for entry in self.steered:
+            messages.append({"role": "user", "content": entry.observation})
         return messages
 
     def messages_digest(self) -> str:
@@ -280,6 +293,8 @@ class AgentMemory(BaseModel):
         shown: list[Any] = [self.system_prompt, self.task, self.history_digest, rejected, refused]
         if self.carried:  # where the task stands among the entries (a thread's turn only)
             shown.append(self.carried)
+        if self.steered:  # messages sent while the step's calls ran (a steered run only)
+            shown.append([e.observation for e in self.steered])
         return _digest(shown)
 
     @classmethod
@@ -301,8 +316,14 @@ class AgentMemory(BaseModel):
 def _add_entry(
     entry: HistoryEntry, turn: list[HistoryEntry], messages: list[dict[str, Any]]
 ) -> None:
-    """One history entry into the messages: a summary as readable context, a tool call into
-    the assistant turn of its step (the turn of an earlier step sent first)."""
+    """One history entry into the messages: a summary as readable context, a message a person
+    sent the run as a user message, a tool call into the assistant turn of its step (the turn
+    of an earlier step sent first)."""
+    said = entry.said
+    if said is not None:
+        _flush_turn(turn, messages)
+        messages.append({"role": said, "content": _earlier(entry)})
+        return
     if entry.is_summary:
         _flush_turn(turn, messages)
         messages.append(
@@ -520,6 +541,8 @@ def initial_memory(fact: f.RunStarted) -> AgentMemory:
             "history_digest": _chain("", fact.conversation),
             "carried": len(fact.conversation),
         }
+    if fact.questions:
+        carried["question_tools"] = frozenset(fact.questions)
     return AgentMemory(
         **carried,
         task=fact.task,

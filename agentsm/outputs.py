@@ -12,6 +12,8 @@ __all__ = [
     "FinalAnswer",
     "ReasoningDelta",
     "RunErrored",
+    "SteerTaken",
+    "StopTaken",
     "TextDelta",
     "TextRetracted",
     "ToolFinished",
@@ -74,6 +76,21 @@ class TextRetracted:
 
 
 @dataclass(frozen=True)
+class SteerTaken:
+    """A message a person sent the run (`engine.steer`, `replay.steer`) was taken and
+    recorded: the LLM reads it from its next call on."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class StopTaken:
+    """The run stopped at a stop request (status stopped, resumable)."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
 class FinalAnswer:
     """The run ended in Done with this answer."""
 
@@ -104,4 +121,6 @@ AgentOutput = (
     | FinalAnswer
     | RunErrored
     | ApprovalNeeded
+    | SteerTaken
+    | StopTaken
 )

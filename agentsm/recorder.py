@@ -205,6 +205,16 @@ class Recorder:
         """The seq of the last fact recorded, committed or not."""
         return self.seq + len(self._pending)
 
+    def claimed(self) -> None:
+        """Drive the run from this recorder's store now, if it does not yet (a write of the
+        driver's alone follows: messages taken from the run's inbox)."""
+        if self._lost is not None:
+            raise self._lost
+        if not self._claimed:
+            with self._fencing():
+                self.store.claim(self.run_id)
+            self._claimed = True
+
     def driving(self) -> None:
         """The run is driven from here again: the next commit marks it running."""
         self._status = "running"

@@ -7,12 +7,14 @@ from typing import Any
 
 from . import facts as f
 from . import window
+from .frozen import FrozenDict
 from .history import History
 from .memory import AgentMemory, _chain, _reduce, committed_entries, initial_memory
-from .types import ToolResult
+from .types import USER_MESSAGE, HistoryEntry, ToolCall, ToolResult
 
 __all__: list[str] = []
 
+_NO_ARGS = FrozenDict()
 _new = object.__new__
 _set = object.__setattr__
 
@@ -48,6 +50,7 @@ for _kind in (
     f.RunAborted,
     f.ValueDrawn,
     f.UnknownFact,  # a user's fact not registered here: its part stays as it was
+    f.StopRequested,  # the run stopped there: it goes on from the same memory
 ):
     _reduce.register(_kind)(_unchanged)
 
@@ -171,7 +174,10 @@ def _(fact: f.HumanDecided, memory: AgentMemory) -> AgentMemory:
             continue
         decided.add(target)
         call = calls[target]
-        if d.verdict == "modified" and d.args is not None:
+        if d.verdict == "answered":  # a question to a person: the answer is its result
+            text = f"SUCCESS: {d.answer or ''}"  # as `ToolOutcome.ok` words a tool's result
+            results.append(ToolResult(call=call, observation=text, success=True, index=target))
+        elif d.verdict == "modified" and d.args is not None:
             calls[target] = call.model_copy(update={"args": d.args})
         elif d.verdict == "rejected":
             why = f" ({d.note})" if d.note else ""
@@ -223,6 +229,9 @@ def _(fact: f.ObservationCommitted, memory: AgentMemory) -> AgentMemory:
     entries = fact.entries or ()
     if fact.results is not None:  # the step's results at these places, not written again
         entries += committed_entries(memory, fact.results)
+    if memory.steered:  # sent while the step's calls ran: after them
+        entries += memory.steered
+        memory = _evolve(memory, {"steered": ()})
     return _evolve(
         memory,
         {
@@ -244,6 +253,36 @@ def _(fact: f.ObservationCommitted, memory: AgentMemory) -> AgentMemory:
             "own_calls": (),
         },
     )
+
+
+@_reduce.register
+def _(fact: f.Steered, memory: AgentMemory) -> AgentMemory:
+    call = ToolCall.model_construct(name=USER_MESSAGE, args=_NO_ARGS, id=f"steered-{memory.step}")
+    entry = HistoryEntry(step=memory.step, tool=call, observation=fact.text, success=True)
+    if memory.planned_calls or memory.rejected:  # a step's calls are under way: after them
+        return _evolve(memory, {"steered": (*memory.steered, entry)})
+    return _evolve(
+        memory,
+        {
+            "history": _history(memory).added((entry,)),
+            "history_digest": _chain(memory.history_digest, (entry,)),
+        },
+    )
+
+
+@_reduce.register
+def _(fact: f.QuestionAsked, memory: AgentMemory) -> AgentMemory:
+    return _evolve(memory, {"asked": (*memory.asked, (fact.question, None))})
+
+
+@_reduce.register
+def _(fact: f.HumanAnswered, memory: AgentMemory) -> AgentMemory:
+    open_ = next((i for i, (_, answer) in enumerate(memory.asked) if answer is None), None)
+    if open_ is None:
+        return memory
+    asked = list(memory.asked)
+    asked[open_] = (asked[open_][0], fact.answer)
+    return _evolve(memory, {"asked": tuple(asked)})
 
 
 @_reduce.register

@@ -33,6 +33,7 @@ from ._sync import run_sync
 from .catalog import summary_of
 from .errors import ThreadBusy
 from .facts import FACTS
+from .inbox import send_steer
 from .memory import AgentMemory, initial_memory
 from .outputs import AgentOutput
 from .recorder import encode_meta
@@ -211,6 +212,7 @@ class Thread:
         self._runs = list(runs)
         self._branched_from = branched_from
         self._own = 0  # turns recorded by this thread itself (not shared with its origin)
+        self._engine: AgentEngine | None = None  # the engine of the turn this object runs
 
     @classmethod
     def of(cls, make: Make, store: EventStore, thread_id: str | None = None) -> Thread:
@@ -249,15 +251,34 @@ class Thread:
 
     async def asend(self, text: str) -> str:
         """`send` for async code."""
-        engine = self._next_turn(text)
+        engine = self._engine = self._next_turn(text)
         return await engine.arun()
 
     async def stream(self, text: str) -> AsyncIterator[AgentOutput]:
         """Send a message and yield the turn's outputs as they happen, as `engine.stream()`
         does (text deltas, tool calls, the final answer or the error)."""
-        engine = self._next_turn(text)
+        engine = self._engine = self._next_turn(text)
         async for output in engine.stream():
             yield output
+
+    def steer(self, text: str) -> None:
+        """Send a message to the turn under way, from any thread: its LLM reads it before its
+        next call (`AgentEngine.steer`). A turn this object is not running (driven by another
+        process, or waiting) gets it through the store (`replay.steer`); a thread whose last
+        turn has ended takes the message as its next turn instead (`send`)."""
+        engine = self._engine
+        if engine is not None and not engine.finished and engine.run_id == self._runs[-1]:
+            engine.steer(text)
+            return
+        if not self._runs or self.store.run(self._runs[-1]).status in ("done", "failed"):
+            raise ThreadBusy(
+                self.id,
+                self._runs[-1] if self._runs else "",
+                "no turn is under way to steer; send the message as the next turn (send)",
+            )
+        if not isinstance(text, str) or not text.strip():
+            raise ValueError(f"A message to the agent must be a non-empty string, not {text!r}.")
+        send_steer(self.store, self._runs[-1], text)
 
     def branch(self, at_turn: int, thread_id: str | None = None) -> Thread:
         """A new thread sharing this one's turns before `at_turn` (from 1): its first

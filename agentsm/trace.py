@@ -490,7 +490,18 @@ def summarize(fact: Fact) -> str:
         case f.ApprovalRequested():
             return f"calls {', '.join(fact.call_ids)}"
         case f.HumanDecided():
-            return ", ".join(f"{d.call_id}={d.verdict}" for d in fact.decisions)
+            return ", ".join(
+                f"{d.call_id}={d.verdict}" + (f" {_short(d.answer)!r}" if d.answer else "")
+                for d in fact.decisions
+            )
+        case f.QuestionAsked():
+            return f"asked {_short(fact.question, 70)!r}"
+        case f.HumanAnswered():
+            return f"answered {_short(fact.answer, 70)!r}"
+        case f.Steered():
+            return f"message {_short(fact.text, 70)!r}"
+        case f.StopRequested():
+            return "stop requested" + (f": {_short(fact.reason, 60)}" if fact.reason else "")
         case f.ToolCallStarted():
             if fact.call is None:
                 return f"call #{fact.index}"

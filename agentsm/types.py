@@ -324,7 +324,11 @@ class ApprovalRequest(_Frozen):
     """A tool call waiting for a human decision; `index` is its position among the step's
     planned calls, which names it even when the LLM gave two calls the same id. For a call that
     started and never reported, `idempotency_key` is the key its effect was made with (the
-    tool's `ToolContext.idempotency_key`): look it up at the other end to see if it happened."""
+    tool's `ToolContext.idempotency_key`): look it up at the other end to see if it happened.
+
+    `kind` "question" is a question to a person, `reason` the question: a call of the
+    `ask_human` tool (`AgentBuilder.ask_human`), or a handler's `ctx.ask`, whose request has
+    `index` -1 and stands for no planned call. Its answer is text (`replay.answer`)."""
 
     run_id: str
     step: int
@@ -332,6 +336,7 @@ class ApprovalRequest(_Frozen):
     reason: str = "tool requires approval"
     index: int = 0
     idempotency_key: str = ""
+    kind: Literal["approval", "question"] = "approval"
 
 
 class AgentConfig(_Frozen):

@@ -14,6 +14,7 @@ from .diffing import RunDiff, diff_runs
 from .effects import (
     RecordedDecisions,
     RecordedLlm,
+    RecordedMessages,
     RecordedTools,
     RecordedValues,
     ReplayDiverged,
@@ -34,6 +35,7 @@ from .errors import (
 from .judgement import BestOf, judgements, load_best_of
 from .judges import LlmJudge, Verdict
 from .judging import replay_judgement
+from .outside import answer, request_stop, steer
 from .recording import Recording
 from .replaying import assert_replays, replay_run
 from .report import Divergence, ReplayReport
@@ -63,6 +65,7 @@ __all__ = [
     "Moment",
     "RecordedDecisions",
     "RecordedLlm",
+    "RecordedMessages",
     "RecordedTools",
     "RecordedValues",
     "Recording",
@@ -82,6 +85,7 @@ __all__ = [
     "WorkResult",
     "Worker",
     "abest_of",
+    "answer",
     "assert_replays",
     "best_of",
     "branch_run",
@@ -101,5 +105,7 @@ __all__ = [
     "replay_judgement",
     "replay_run",
     "replay_thread",
+    "request_stop",
     "resume_run",
+    "steer",
 ]

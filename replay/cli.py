@@ -24,6 +24,7 @@ from . import (
     cli_inspect,
     cli_list,
     cli_otel,
+    cli_outside,
     cli_tail,
     cli_threads,
     cli_ui,
@@ -63,6 +64,7 @@ for command in (
     cli_copy.copy_command,
     cli_ui.ui_command,
     *cli_threads.COMMANDS,
+    *cli_outside.COMMANDS,
 ):
     cli.add_command(command)
 cli_threads.add_thread_options(cli_inspect.show, cli_change.replay, cli_change.branch)

@@ -279,9 +279,15 @@ def resume(run: str, force: bool, builder: str | None) -> None:
         answer = resume_run(open_log(write=True), run, make, force=force)
     except HumanInputRequired as e:
         for n, request in enumerate(e.requests, start=1):
+            if request.kind == "question":
+                click.echo(printable(f"question #{n} [{request.call.id}]: {request.reason}"))
+                continue
             call = f"{request.call.name}({json.dumps(request.call.args, ensure_ascii=False)})"
             click.echo(printable(f"waiting #{n}: {call} [{request.call.id}] — {request.reason}"))
-        click.echo(f"Answer with: agentsm approve {printable(e.run_id)}   (or reject, modify)")
+        if any(r.kind == "question" for r in e.requests):
+            click.echo(f"Answer with: agentsm answer {printable(e.run_id)} TEXT")
+        if any(r.kind != "question" for r in e.requests):
+            click.echo(f"Answer with: agentsm approve {printable(e.run_id)}   (or reject, modify)")
         sys.exit(3)
     except AgentFailed as e:
         click.echo(out(f"failed: {e.error}", "red"))

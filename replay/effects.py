@@ -25,6 +25,7 @@ __all__ = [
     "RecordedDecisions",
     "RecordedLlm",
     "RecordedLlmError",
+    "RecordedMessages",
     "RecordedTools",
     "RecordedValues",
     "ReplayDiverged",
@@ -161,7 +162,10 @@ class RecordedDecisions:
     did not decide gets None, so the run waits there as the recorded run did and the next group
     answers when it goes on (`paused` says that happened). So calls decided in any order (the
     second, then the rest) replay as recorded. A different call at a decided position is a
-    divergence (`strict`) or goes to `fallback` (a branch), as do questions past the recording."""
+    divergence (`strict`) or goes to `fallback` (a branch), as do questions past the recording.
+    The questions handlers asked (`ctx.ask`, index -1) get the recorded `answers` in order; an
+    answer marked as given after the run was stopped while it waited is withheld once, so that
+    the replay waits there too."""
 
     def __init__(
         self,
@@ -169,15 +173,29 @@ class RecordedDecisions:
         fallback: ApprovalCallback | None = None,
         *,
         strict: bool = False,
+        answers: Sequence[tuple[str, bool]] = (),
     ) -> None:
         self._groups = [list(g) for g in groups if g]
         self._fallback = fallback
         self._strict = strict
         self._group = -1
         self._last: tuple[int, int] | None = None  # (step, position) of the last question
+        self._answers = list(answers)
+        self._answered = 0
+        self._waited = -1  # the answer the run waited for once already (see `answers`)
         self.paused = False
 
     def __call__(self, request: ApprovalRequest) -> Any:
+        if request.kind == "question" and request.index == -1:  # a handler's own question
+            if self._answered < len(self._answers):
+                given, waited = self._answers[self._answered]
+                if waited and self._waited < self._answered:  # stopped while it waited
+                    self._waited = self._answered
+                    self.paused = True
+                    return None
+                self._answered += 1
+                return given
+            return self._fallback(request) if self._fallback is not None else None
         last, self._last = self._last, (request.step, request.index)
         if last is None or last[0] != request.step or request.index <= last[1]:
             self._group += 1  # a new pass of the handler: the next recorded group answers it
@@ -200,6 +218,24 @@ class RecordedDecisions:
 
     def __repr__(self) -> str:
         return f"RecordedDecisions(group={self._group}, groups={len(self._groups)})"
+
+
+class RecordedMessages:
+    """What the run heard from outside (steering messages, stop requests), served where it
+    was recorded: the engine looks between two transitions, the log at seq `last`, and gets
+    the facts recorded right after that seq. Nothing is taken from the store's inbox."""
+
+    def __init__(self, heard: Sequence[tuple[int, f.Steered | f.StopRequested]]) -> None:
+        self._at = dict(heard)
+
+    def due(self, last: int) -> tuple[list[f.Steered | f.StopRequested], int]:
+        found: list[f.Steered | f.StopRequested] = []
+        while (fact := self._at.get(last + 1 + len(found))) is not None:
+            found.append(fact)
+        return found, 0
+
+    def __repr__(self) -> str:
+        return f"RecordedMessages({len(self._at)} recorded)"
 
 
 class RecordedValues:

@@ -215,6 +215,15 @@ class Recording:
         return memory
 
     @cached_property
+    def heard(self) -> tuple[tuple[int, f.Steered | f.StopRequested], ...]:
+        """What the run heard from outside (steering messages, stop requests), with seqs."""
+        return tuple(
+            (e.seq, e.fact)
+            for e in self.of(f.Steered, f.StopRequested)
+            if isinstance(e.fact, f.Steered | f.StopRequested)
+        )
+
+    @cached_property
     def patches(self) -> frozenset[str]:
         """The deliberate changes whose new code the run ran (`ctx.patched`)."""
         return frozenset(

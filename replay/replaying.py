@@ -18,6 +18,7 @@ from agentsm import (
 )
 from agentsm import facts as f
 from agentsm._sync import run_sync
+from agentsm.errors import RunStopped
 from agentsm.facts import FACTS
 from agentsm.llm.base import llm_settings
 from agentsm.subagent import SubAgentTool, children_of
@@ -28,6 +29,7 @@ from .branching import judged
 from .effects import (
     RecordedDecisions,
     RecordedLlm,
+    RecordedMessages,
     RecordedTools,
     RecordedValues,
     ReplayDiverged,
@@ -121,8 +123,11 @@ def _replay(
     llm = _Asked(recording.llm_outcomes, settings=settings, seen=seen)
     agent.llm(llm)
     agent.store(scratch).run_id(recording.run_id)
-    decisions = RecordedDecisions(recording.decision_groups, strict=True)
+    decisions = RecordedDecisions(
+        recording.decision_groups, strict=True, answers=_answers(recording)
+    )
     agent.on_approval(decisions)
+    agent.messages(RecordedMessages(recording.heard))  # steered and stopped where recorded
     live = agent.build().run_tool if execute_tools else None
     effects = _as_the_agent_would(recording.tool_effects, definition, agent)
     agent.tool_runner(RecordedTools(effects, live, strict=True, execute=execute_tools))
@@ -136,9 +141,11 @@ def _replay(
         try:
             decisions.paused = False
             _drive(engine, notes)
+            if not engine.finished and _stopped_while_waiting(engine, scratch, recording):
+                continue  # a stop was recorded while it waited, then it was answered
             if decisions.paused and not engine.finished:
                 continue  # it waits where the recorded run took its next decisions later
-            if _last_kind(scratch, recording.run_id) != "RunAborted":
+            if _last_kind(scratch, recording.run_id) not in _RESUMED_AFTER:
                 break
         except ReplayedCrash:
             pass
@@ -290,8 +297,37 @@ def _drive(engine: AgentEngine, notes: list[TraceEntry]) -> None:
                 break
             engine.note(notes.pop(0).fact)
         engine.run()
-    except (AgentFailed, HumanInputRequired, EngineError):
+    except (AgentFailed, HumanInputRequired, EngineError, RunStopped):
         pass  # the outcome is in the log, which is what gets compared
+
+
+_RESUMED_AFTER = ("RunAborted", "StopRequested")
+"""The facts a recorded run may have stopped at and been resumed after."""
+
+
+def _answers(recording: Recording) -> list[tuple[str, bool]]:
+    """The answers to the questions handlers asked (`ctx.ask`), each with whether the run was
+    stopped while it waited for it (the replay then waits there too, for the stop)."""
+    found = []
+    for e in recording.of(f.HumanAnswered):
+        if isinstance(e.fact, f.HumanAnswered):
+            before = recording.entries[e.seq - 2].fact if e.seq >= 2 else None
+            found.append((e.fact.answer, isinstance(before, f.StopRequested)))
+    return found
+
+
+def _stopped_while_waiting(engine: AgentEngine, scratch: EventStore, recording: Recording) -> bool:
+    """Record the stops the recorded run took while it waited for a person (nobody drove it:
+    recorded by `replay.request_stop` itself) where the replay waits now; whether there were."""
+    last = scratch.run(recording.run_id).last_seq
+    noted = False
+    while last < len(recording.entries) and isinstance(
+        stop := recording.entries[last].fact, f.StopRequested
+    ):
+        engine.note(stop)
+        last += 1
+        noted = True
+    return noted
 
 
 def assert_replays(

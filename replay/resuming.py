@@ -10,8 +10,9 @@ from typing import Any, Literal
 from agentsm import AgentEngine, AgentFailed, State
 from agentsm import facts as f
 from agentsm.memory import AgentMemory, fold_with_state
+from agentsm.questions import handler_question
 from agentsm.recorder import Recorder
-from agentsm.states.waiting import approval_requests
+from agentsm.states.waiting import approval_requests, human_requests
 from agentsm.subagent import with_waiting_children
 from agentsm.tools import Tool, ToolRegistry
 from agentsm.types import ApprovalRequest
@@ -22,7 +23,14 @@ from .errors import BestOfError
 from .recording import Recording
 from .source import Builder, StoreLike, agent_of, opened, resolve_run
 
-__all__ = ["Around", "continue_claimed", "decide", "pending_requests", "resume_run"]
+__all__ = [
+    "Around",
+    "continue_claimed",
+    "decide",
+    "pending_requests",
+    "resume_run",
+    "waiting_call",
+]
 
 Around = Callable[[AgentEngine], AbstractContextManager[object]]
 """What wraps a worker's engine while it runs: `around(engine)` gives a context manager."""
@@ -122,13 +130,13 @@ def _settled_at(
 
 
 def pending_requests(db: StoreLike, run_id: str) -> list[ApprovalRequest]:
-    """The questions a run waiting in WaitingForHuman has for a human (empty otherwise)."""
+    """What a waiting run waits for a person to say: a decision on each call waiting in
+    WaitingForHuman, an answer to each question (kind "question": a call of its `ask_human`
+    tool, or a handler's `ctx.ask`, index -1); empty when it waits for nothing."""
     with opened(db) as store:
         recording = Recording.load(store, run_id)
         memory, state = fold_with_state(e.fact for e in recording.entries)
-        if state != State.WaitingForHuman:
-            return []
-        return with_waiting_children(store, approval_requests(recording.run_id, memory))
+        return with_waiting_children(store, human_requests(recording.run_id, memory, state))
 
 
 def decide(
@@ -168,13 +176,28 @@ def _decide(
     recording = Recording.load(store, run_id)
     memory, state = fold_with_state(e.fact for e in recording.entries)
     waiting = approval_requests(recording.run_id, memory)
+    open_question = handler_question(recording.run_id, memory)
+    if open_question is not None and (state != State.WaitingForHuman or not waiting):
+        raise ValueError(
+            f"Run {recording.run_id} waits for an answer to its question "
+            f"{open_question.reason!r}, not for a decision: answer it (agentsm answer "
+            f"{recording.run_id} TEXT)."
+        )
     if state != State.WaitingForHuman or not waiting:
         raise ValueError(
             f"Run {recording.run_id} is not waiting for a human (it is in {state}); only a run "
             "in WaitingForHuman with a pending request can be approved, rejected or modified."
         )
     if call_id is not None:
-        waiting = [_waiting_call(recording.run_id, waiting, call_id)]
+        waiting = [waiting_call(recording.run_id, waiting, call_id)]
+    elif verdict != "rejected":  # a question is answered, not approved
+        waiting = [r for r in waiting if r.kind != "question"] or waiting
+    asked = [r for r in waiting if r.kind == "question"]
+    if asked and verdict != "rejected":
+        raise ValueError(
+            f"{asked[0].call.id} asks a person a question ({asked[0].reason!r}): answer it "
+            f"(agentsm answer {recording.run_id} TEXT), or reject it to decline."
+        )
     if verdict == "modified":
         if args is None:
             raise ValueError("modify needs the replacement arguments (--args JSON).")
@@ -219,7 +242,7 @@ def _never(args: dict[str, Any]) -> None:
     raise AssertionError("a schema check runs no tool")
 
 
-def _waiting_call(run_id: str, waiting: list[ApprovalRequest], name: str) -> ApprovalRequest:
+def waiting_call(run_id: str, waiting: list[ApprovalRequest], name: str) -> ApprovalRequest:
     """The one waiting call `name` designates: `#N`, an exact id, or a unique id prefix."""
 
     def listing(requests: list[ApprovalRequest]) -> str:

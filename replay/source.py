@@ -210,9 +210,13 @@ def recorded_builder(definition: RunStarted, run_id: str = "") -> AgentBuilder:
         .config(definition.config)
     )
     served = {name for spec in definition.mcp_servers for name in spec.tools}
+    questions = definition.questions or ()
     for schema in definition.tools:
         if schema.name in served:
             continue  # offered by its recorded MCP server below, which is never contacted
+        if schema.name in questions:  # a question to a person: answered, never run
+            builder.ask_human(name=schema.name, description=schema.description)
+            continue
         builder.tool(
             schema.name,
             schema.description,

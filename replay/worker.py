@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from agentsm import AgentFailed, HumanInputRequired
+from agentsm.errors import RunStopped
 from eventstore import EventStore, LeaseLost, RunRecord, StoreError
 
 from .resuming import Around, continue_claimed
@@ -37,7 +38,8 @@ class WorkResult:
     """What a worker did with one run: how it found it (`claimed`: "queued", "ready" or
     "orphaned"), how it left it (`outcome`: "done", "failed", "waiting" for a human, "lost" to
     another driver that took it, "interrupted" by a store error, to be taken again, or
-    "stopped" because the agent could not go on here), and the answer or the reason."""
+    "stopped": someone asked it to stop, or the agent could not go on here), and the answer or
+    the reason."""
 
     run_id: str
     claimed: str
@@ -140,6 +142,8 @@ class Worker:
             return result("failed", e.error)
         except HumanInputRequired as e:
             return result("waiting", "; ".join(f"{r.call.name}: {r.reason}" for r in e.requests))
+        except RunStopped as e:  # someone asked it to stop: stopped there, for `agentsm resume`
+            return result("stopped", e.reason or "stop requested")
         except LeaseLost as e:  # taken over (this worker stalled past its lease): its driver now
             return result("lost", str(e))  # has it, and this worker wrote nothing more to it
         except StoreError as e:  # the store failed: the run stays where its last commit left

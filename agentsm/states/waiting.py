@@ -1,4 +1,5 @@
-"""WaitingForHuman: ask for a decision on each call that needs approval."""
+"""WaitingForHuman: ask for a decision on each call that needs approval, and an answer to each
+question to a person (`AgentBuilder.ask_human`)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from .. import facts as f
 from ..context import SUSPEND, RunContext, Suspend
 from ..events import Event
 from ..memory import AgentMemory
+from ..questions import handler_question, question_of
 from ..tool_context import call_key
 from ..types import ApprovalRequest, State, ToolCall
 
@@ -25,7 +27,17 @@ def approval_request(
     run_id: str, memory: AgentMemory, call: ToolCall, index: int
 ) -> ApprovalRequest:
     """The question put to a human about the call at position `index` waiting in `memory`;
-    about a call whose outcome is unknown, it names the idempotency key its effect used."""
+    about a call whose outcome is unknown, it names the idempotency key its effect used; for a
+    question to a person (a call of an `ask_human` tool), the question itself."""
+    if call.name in memory.question_tools and memory.approval_reason == "approval":
+        return ApprovalRequest(
+            run_id=run_id,
+            step=memory.step,
+            call=call,
+            reason=question_of(call),
+            index=index,
+            kind="question",
+        )
     reason = QUESTIONS.get(memory.approval_reason, memory.approval_reason)
     key = ""
     if memory.approval_reason == "outcome_unknown":
@@ -44,13 +56,23 @@ def approval_requests(run_id: str, memory: AgentMemory) -> list[ApprovalRequest]
     ]
 
 
+def human_requests(run_id: str, memory: AgentMemory, state: str) -> list[ApprovalRequest]:
+    """Everything a run in `state` with `memory` waits for a person to say: a decision on
+    each waiting call or an answer to each question (in WaitingForHuman), and the answer to
+    the question a handler asked."""
+    found = approval_requests(run_id, memory) if state == State.WaitingForHuman else []
+    asked = handler_question(run_id, memory)
+    return [*found, asked] if asked is not None else found
+
+
 class WaitingForHumanState:
-    """Approve, reject (a failed entry the LLM sees) or modify each call; a batch that keeps
-    any approved call goes on as a batch. Every waiting call is asked about, in the LLM's
-    order, and those decided are recorded together (so calls can be decided in any order);
-    while any call has no decision, the run suspends. The
-    event depends on memory alone, so a decision recorded later (durable approval) leads where
-    a callback's would."""
+    """Approve, reject (a failed entry the LLM sees) or modify each call, or answer a question
+    to a person (the answer is the call's result); a batch that keeps any approved call goes
+    on as a batch. Every waiting call is asked about, in the LLM's order, and those decided are
+    recorded together (so calls can be decided in any order); while any call has no decision,
+    the run suspends. When no call is left to run (rejected or answered), HumanRejected leads to
+    Observing. The event depends on memory alone, so a decision recorded later (durable
+    approval) leads where a callback's would."""
 
     name: ClassVar[str] = State.WaitingForHuman
     emits: ClassVar[frozenset[str]] = frozenset(

@@ -1,6 +1,7 @@
 """The write side of the JSON API, open only with `agentsm ui --allow-write`: a human's
-decision on a waiting call and a branch at a fact, recorded by the functions the CLI's
-approve, reject, modify and branch use, so that the log cannot tell where they came from."""
+decision on a waiting call, an answer to a question, a stop and a branch at a fact, recorded
+by the functions the CLI's approve, reject, modify, answer, stop and branch use, so that the
+log cannot tell where they came from."""
 
 from __future__ import annotations
 
@@ -15,17 +16,18 @@ from agentsm import AgentError, LlmResponse
 
 from ..branching import agent_llm, branch_run
 from ..branchnotes import UnusedChange
+from ..outside import answer, request_stop
 from ..resuming import decide, pending_requests, resume_run
 from ..source import open_store
 from .api import ViewerDep
 
-__all__ = ["BranchRequest", "DecisionRequest", "router"]
+__all__ = ["AnswerRequest", "BranchRequest", "DecisionRequest", "StopRequest", "router"]
 
 router = APIRouter(prefix="/api", tags=["write (--allow-write)"])
 
 READ_ONLY = (
     "This viewer is read-only: start it with `agentsm ui --allow-write` to approve, reject, "
-    "modify or branch runs from the page."
+    "modify, answer, stop or branch runs from the page."
 )
 
 
@@ -38,6 +40,21 @@ class DecisionRequest(BaseModel):
     )
     args: dict[str, Any] | None = Field(default=None, description="with `modified`: new arguments")
     note: str = ""
+
+
+class AnswerRequest(BaseModel):
+    """An answer to a question the run asked a person, as `agentsm answer RUN TEXT` takes it."""
+
+    text: str
+    call: str | None = Field(
+        default=None, description="the question: its id, a unique prefix, or #N (default: first)"
+    )
+
+
+class StopRequest(BaseModel):
+    """A stop, as `agentsm stop RUN` takes it."""
+
+    reason: str = ""
 
 
 class BranchRequest(BaseModel):
@@ -114,6 +131,60 @@ def decision(
             if left
             else f"recorded; continue with: agentsm resume {run_id} --builder ... "
             "(or a worker takes it)"
+        ),
+    }
+
+
+@router.post("/runs/{run}/answer")
+def answer_question(
+    request: Request, viewer: ViewerDep, run: str, body: AnswerRequest
+) -> dict[str, Any]:
+    """Answer a question the run waits on (`replay.answer`, as the CLI does). When nothing is
+    left waiting and the viewer has the user's agent, the run goes on here; otherwise a
+    worker or `agentsm resume` continues it."""
+    _writable(request, viewer)
+    store = open_store(viewer.db)
+    try:
+        run_id = store.resolve(run)
+        done = answer(store, run_id, body.text, call_id=body.call)
+    finally:
+        store.close()
+    resumed = not done.waiting and _go_on(viewer, run_id)
+    return {
+        "run_id": run_id,
+        "answered": done.request.reason,
+        "still_waiting": [r.call.id for r in done.waiting],
+        "resumed": resumed,
+        "next": (
+            "the run goes on here"
+            if resumed
+            else "still waiting"
+            if done.waiting
+            else f"recorded; continue with: agentsm resume {run_id} --builder ... "
+            "(or a worker takes it)"
+        ),
+    }
+
+
+@router.post("/runs/{run}/stop")
+def stop(request: Request, viewer: ViewerDep, run: str, body: StopRequest) -> dict[str, Any]:
+    """Stop the run (`replay.request_stop`, as `agentsm stop`): the process that drives it
+    stops it at its next transition ("requested"), or, nobody driving it, it is stopped
+    here ("stopped"). `agentsm resume` goes on from there."""
+    _writable(request, viewer)
+    store = open_store(viewer.db)
+    try:
+        run_id = store.resolve(run)
+        how = request_stop(store, run_id, body.reason)
+    finally:
+        store.close()
+    return {
+        "run_id": run_id,
+        "stop": how,
+        "next": (
+            "its driver stops it at its next transition"
+            if how == "requested"
+            else f"stopped; continue with: agentsm resume {run_id} --builder ..."
         ),
     }
 

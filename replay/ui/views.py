@@ -13,7 +13,7 @@ from agentsm.memory import fold_with_state
 from agentsm.pictures.diagram import path_of
 from agentsm.pictures.family import family_of
 from agentsm.pictures.layout import lay_out
-from agentsm.states.waiting import approval_requests
+from agentsm.states.waiting import human_requests
 from agentsm.subagent import subagent_of, with_waiting_children
 from agentsm.trace import TraceEntry
 from agentsm.types import TERMINAL_STATES
@@ -53,18 +53,15 @@ def entry_of(e: TraceEntry) -> dict[str, Any]:
 
 
 def run_detail(store: EventStore, run_id: str) -> dict[str, Any]:
-    """A run's catalog entry, where it stands now (state, the calls it waits on, as
-    `replay.pending_requests` gives them) and its facts."""
+    """A run's catalog entry, where it stands now (state, what it waits on, as
+    `replay.pending_requests` gives it: decisions on calls, answers to questions) and its
+    facts."""
     recording = Recording.load(store, run_id)
     state = "Idle"
     waiting: list[dict[str, Any]] = []
     if recording.entries:
         memory, state = fold_with_state(e.fact for e in recording.entries)
-        asking = (
-            with_waiting_children(store, approval_requests(recording.run_id, memory))
-            if state == State.WaitingForHuman
-            else []
-        )
+        asking = with_waiting_children(store, human_requests(recording.run_id, memory, state))
         waiting = [
             {
                 "number": n,
@@ -72,6 +69,7 @@ def run_detail(store: EventStore, run_id: str) -> dict[str, Any]:
                 "name": r.call.name,
                 "args": r.call.args,
                 "reason": r.reason,
+                "kind": r.kind,
             }
             for n, r in enumerate(asking, start=1)
         ]

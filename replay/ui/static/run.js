@@ -68,11 +68,19 @@ function renderHead(view, detail) {
   ]);
 }
 
+const STOPPED = ["done", "failed", "stopped", "aborted"];
+
 function renderActions(view, detail) {
   clear(view.actions);
+  const disabled = state.info && state.info.allow_write ? null : true;
+  if (!STOPPED.includes(detail.run.status)) view.actions.append(stopButton(view, disabled));
   if (!detail.waiting.length) return;
   view.actions.append(el("h2", { text: "Waiting for a human" }));
   for (const w of detail.waiting) {
+    if (w.kind === "question") {
+      view.actions.append(answerBox(view, w, disabled));
+      continue;
+    }
     const note = el("input", { placeholder: "note (optional)", size: 20 });
     const args = el("textarea", { rows: 2, cols: 40, "data-testid": "modify-args" });
     args.value = JSON.stringify(w.args);
@@ -89,7 +97,6 @@ function renderActions(view, detail) {
         toast(e.message, true);
       }
     };
-    const disabled = state.info && state.info.allow_write ? null : true;
     view.actions.append(el("div", { class: "waiting", "data-testid": "waiting" },
       el("p", {}, el("strong", { text: `#${w.number} ${w.name}` }), " ", el("code", { text: JSON.stringify(w.args) }), el("span", { class: "muted", text: ` — ${w.reason}` })),
       el("button", { "data-testid": "approve", disabled, onclick: () => decide("approved"), text: "Approve" }),
@@ -99,6 +106,42 @@ function renderActions(view, detail) {
       note,
       disabled ? el("p", { class: "muted", text: "Read-only: start agentsm ui --allow-write to decide here." }) : null));
   }
+}
+
+// a question the run asked a person: the answer becomes the call's result (or ctx.ask's value)
+function answerBox(view, w, disabled) {
+  const text = el("textarea", { rows: 2, cols: 50, placeholder: "your answer", "data-testid": "answer-text" });
+  const send = async () => {
+    if (!text.value.trim()) return toast("Write an answer first.", true);
+    try {
+      const done = await post(`/api/runs/${encodeURIComponent(view.runId)}/answer`, { text: text.value, call: `#${w.number}` });
+      toast(`answered: ${done.next}`);
+      await loadRun(view);
+    } catch (e) {
+      toast(e.message, true);
+    }
+  };
+  return el("div", { class: "waiting", "data-testid": "question" },
+    el("p", {}, el("strong", { text: `#${w.number} question` }), el("span", { text: ` ${w.reason}` })),
+    text,
+    el("button", { "data-testid": "answer", disabled, onclick: send, text: "Answer" }),
+    disabled ? el("p", { class: "muted", text: "Read-only: start agentsm ui --allow-write to answer here." }) : null);
+}
+
+// stops the run wherever it is driven (at its next transition), or at once when nobody drives it
+function stopButton(view, disabled) {
+  const stop = async () => {
+    try {
+      const done = await post(`/api/runs/${encodeURIComponent(view.runId)}/stop`, {});
+      toast(`stop: ${done.next}`);
+      await loadRun(view);
+    } catch (e) {
+      toast(e.message, true);
+    }
+  };
+  return el("p", { class: "stop" },
+    el("button", { "data-testid": "stop", disabled, onclick: stop, text: "Stop the run" }),
+    el("span", { class: "muted", text: " it stops at its next transition; agentsm resume goes on" }));
 }
 
 function renderFacts(view, facts) {
