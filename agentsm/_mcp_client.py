@@ -1,10 +1,12 @@
 """The MCP SDK side of MCP tools: sessions over stdio or streamable HTTP on the installed SDK
 (`mcp.Client` in 2.x, a `ClientSession` over the transport in 1.x), a connection held by a task
-of its own, and a call's result as the text the LLM reads."""
+of its own, and a call's result as the text (and images) the LLM reads."""
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import contextlib
 import importlib
 import json
@@ -13,9 +15,19 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any, TextIO
 
+from .images import Image
 from .types import McpServerSpec
 
-__all__ = ["Connection", "broken", "field", "http_transport", "reason", "session", "text"]
+__all__ = [
+    "Connection",
+    "broken",
+    "content",
+    "field",
+    "http_transport",
+    "reason",
+    "session",
+    "text",
+]
 
 _CONNECTION_CLOSED = -32000
 """The JSON-RPC error code the SDK gives a request whose connection closed (1.x and 2.x)."""
@@ -162,3 +174,31 @@ def text(result: Any) -> str:
     if not parts and structured is not None:
         return json.dumps(structured, sort_keys=True, default=str)
     return "\n".join(parts)
+
+
+def content(result: Any) -> str | list[str | Image]:
+    """A call's result as the LLM takes it: its text (`text`), or, when it holds images, its
+    parts in order, each image an `Image` of its bytes (named `[image TYPE]` in the text, as
+    before: `ToolOutcome.ok`)."""
+    items = list(result.content)
+    if not any(getattr(item, "type", "") == "image" for item in items):
+        return text(result)
+    parts: list[str | Image] = []
+    for item in items:
+        if getattr(item, "type", "") != "image":
+            parts.append(text(_Only(item)))
+            continue
+        kind = field(item, "mime_type", "mimeType") or None
+        try:
+            parts.append(Image.from_bytes(base64.b64decode(getattr(item, "data", "")), kind))
+        except (ValueError, binascii.Error):  # not an image this caller can send: named only
+            parts.append(f"[image {kind or ''}]".replace(" ]", "]"))
+    return parts
+
+
+class _Only:
+    """A result of one content item (to phrase it as `text` does)."""
+
+    def __init__(self, item: Any) -> None:
+        self.content = [item]
+        self.structured_content = None

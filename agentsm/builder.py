@@ -27,6 +27,7 @@ from .custom import (
 )
 from .engine import AgentEngine
 from .errors import BuildError
+from .images import Image, ImageLike
 from .inbox import Messages
 from .llm.base import LlmCaller, llm_settings
 from .mcp import McpServer, attached_tools, resolve_tools
@@ -88,13 +89,33 @@ class _FunctionHandler:
         return f"<handler {self.name} {getattr(self._func, '__name__', self._func)!r}>"
 
 
+def _image_specs(images: Iterable[ImageLike] | ImageLike | None) -> list[Image | Path]:
+    """`images=` as Images, file paths kept as paths (read when a run starts)."""
+    if images is None:
+        return []
+    if isinstance(images, Image | bytes | bytearray | str | Path):
+        images = [images]
+    made: list[Image | Path] = []
+    for item in images:
+        if isinstance(item, str) and not re.match(r"(https?|data|gs|s3):", item):
+            item = Path(item)
+        try:
+            made.append(item if isinstance(item, Path) else Image.of(item))
+        except (TypeError, ValueError) as e:
+            raise BuildError(f"images: {e}") from e
+    return made
+
+
 class AgentBuilder:
     """Fluent construction of an `AgentEngine`; every method returns the builder."""
 
-    def __init__(self, task: str) -> None:
+    def __init__(self, task: str, *, images: Iterable[ImageLike] | ImageLike | None = None) -> None:
+        """`task` is what the agent is asked; `images` come with it (each an `Image`, its
+        bytes, a file path read when the run starts, or an http(s) or data: URL)."""
         if not isinstance(task, str) or not task.strip():
             raise BuildError("AgentBuilder needs the task as a non-empty string.")
         self._task = task
+        self._images = _image_specs(images)
         self._task_type = "default"
         self._name: str | None = None
         self._system_prompt = ""
@@ -602,6 +623,7 @@ class AgentBuilder:
             raise BuildError(f"A message to the agent must be a non-empty string, not {task!r}.")
         made = copy.copy(self)
         made._task = task
+        made._images = []
         made._run_id = None
         made._turn = None
         made._mcp_recorded = None
@@ -613,6 +635,11 @@ class AgentBuilder:
         """Build the run as turn `turn` of a thread, starting from `conversation` (the history
         the turn before it ended with) and `parts` (its parts of memory, by name)."""
         self._turn = (turn, tuple(conversation), dict(parts))
+        return self
+
+    def _with_images(self, images: Iterable[ImageLike] | ImageLike | None) -> AgentBuilder:
+        """The images of this builder's task (a thread's message)."""
+        self._images = _image_specs(images)
         return self
 
     def _opened_store(self) -> EventStore:
@@ -689,6 +716,7 @@ class AgentBuilder:
             thread=turn[0] if turn is not None else None,
             conversation=(turn[1] or None) if turn is not None else None,
             questions=tuple(dict.fromkeys(self._questions)) or None,
+            images=self._task_images(recorded) or None,
         )
         return AgentEngine(
             store=store,
@@ -706,6 +734,16 @@ class AgentBuilder:
             values=self._values,
             messages=self._messages,
         )
+
+    def _task_images(self, recorded: f.RunStarted | None) -> tuple[Image, ...]:
+        """The task's images: a replayed or branched run's recorded ones (as its task is the
+        recorded one: no file is read again), else this builder's, files read now."""
+        if recorded is not None and recorded.images:
+            return recorded.images
+        try:
+            return tuple(Image.from_file(i) if isinstance(i, Path) else i for i in self._images)
+        except (OSError, ValueError) as e:
+            raise BuildError(f"An image of the task cannot be read: {e}") from e
 
     def submit(self) -> str:
         """Record the run to run later and return its id: its definition goes into the store

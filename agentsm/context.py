@@ -229,6 +229,7 @@ class RunContext:
         seconds, which = self._llm_time_left()
         fact: f.LlmResponded | f.LlmFailed
         stop: LlmDeadlineExceeded | None = None
+        self._recorder.find_images(view)  # the bytes of the images it sends, from the store
         try:
             async with asyncio.timeout(seconds) as limit:
                 response = await self.llm.call(view, registry, model)
@@ -458,4 +459,5 @@ def _executed(place: int, outcome: ToolOutcome) -> f.ToolExecuted:
         success=outcome.success,
         error_type=outcome.error_type,
         usage=outcome.usage,
+        images=outcome.images or None,
     )

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from .codec import FactCodec, UnknownFact
 from .frozen import JsonObject
+from .images import Image
 from .skills import Skill
 from .types import (
     AgentConfig,
@@ -137,6 +138,9 @@ class RunStarted(_Fact):
     questions: tuple[str, ...] | None = None
     """The tools whose calls are questions to a person (`AgentBuilder.ask_human`): such a
     call waits for an answer, which becomes its result; it never runs (None: none)."""
+    images: tuple[Image, ...] | None = None
+    """The images that come with the task (`AgentBuilder(task, images=...)`, a thread's
+    message), by digest or URL; their bytes are in the store's blobs (None: none)."""
 
 
 class StepStarted(_Fact):
@@ -322,6 +326,9 @@ class ToolExecuted(_Fact):
     error_type: str | None = None
     usage: TokenUsage | None = None
     """Tokens the call spent that count into this run's usage (a sub-agent sharing the budget)."""
+    images: tuple[Image, ...] | None = None
+    """The images the tool returned with its observation, by digest or URL; their bytes are in
+    the store's blobs (None: none)."""
 
 
 class ObservationCommitted(_Fact):

@@ -24,11 +24,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from ._mcp_client import Connection, broken, field, reason, session, text
+from ._mcp_client import Connection, broken, content, field, reason, session, text
 from ._scope import current_scope
 from ._sync import run_sync
 from .errors import BuildError, McpServerUnavailable
 from .facts import RunStarted
+from .images import Image
 from .tools import Tool, ToolRegistry
 from .types import McpServerSpec, ToolSchema
 
@@ -186,7 +187,7 @@ class McpServer:
         ]
 
     def _caller(self, schema: ToolSchema, remote: str) -> Any:
-        async def call(args: dict[str, Any]) -> str:
+        async def call(args: dict[str, Any]) -> str | list[str | Image]:
             return await self.acall(remote, args)
 
         call.__name__ = call.__qualname__ = schema.name
@@ -194,10 +195,11 @@ class McpServer:
 
     # -- calls ------------------------------------------------------------------------------
 
-    async def acall(self, tool: str, args: dict[str, Any]) -> str:
-        """Call tool `tool` (the server's own name for it) and return its text; a result the
-        server marks as an error raises `McpToolError` with its text (the registry makes it a
-        failed outcome, which the LLM reads)."""
+    async def acall(self, tool: str, args: dict[str, Any]) -> str | list[str | Image]:
+        """Call tool `tool` (the server's own name for it) and return its text, or its parts
+        (text and `Image`s) when it returned images; a result the server marks as an error
+        raises `McpToolError` with its text (the registry makes it a failed outcome, which the
+        LLM reads)."""
         if self._recorded is not None:
             raise RuntimeError(
                 f"MCP server {self.name!r} is not available here: only its recorded results "
@@ -219,10 +221,9 @@ class McpServer:
                 if broken(e):
                     await scope.discard(self)  # the next call connects again
                 raise
-        said = text(result)
         if field(result, "is_error", "isError"):
-            raise McpToolError(said or f"tool {tool!r} failed")
-        return said
+            raise McpToolError(text(result) or f"tool {tool!r} failed")
+        return content(result)
 
     async def _connect(self) -> Connection:
         try:

@@ -18,6 +18,7 @@ from . import facts as f
 from .custom import Parts
 from .frozen import FrozenDict, same_json, thaw
 from .history import History
+from .images import Image
 from .skills import with_skill_index
 from .types import (
     AgentConfig,
@@ -119,6 +120,8 @@ class AgentMemory(BaseModel):
     asked: tuple[tuple[str, str | None], ...] = ()
     """The questions handlers asked a person (`ctx.ask`), in order, each with its answer
     (None: not answered yet)."""
+    images: tuple[Image, ...] = ()
+    """The images that come with the task (`RunStarted.images`), sent with it."""
 
     def part(self, name: str) -> Any:
         """The value of the user-declared part `name` (see `AgentBuilder.fact`)."""
@@ -254,7 +257,12 @@ class AgentMemory(BaseModel):
 
         An assistant turn whose response came with reasoning has it under `reasoning`, a list
         of `ReasoningPart`s as JSON (kind, text, provider, native), in the order returned: a
-        caller sends back the `native` form of the parts its own provider made."""
+        caller sends back the `native` form of the parts its own provider made.
+
+        A user message (the task, an earlier message of a thread) or a tool result with images
+        has them under `images`, in order, each as `{"media_type", "url"}` or `{"media_type",
+        "digest", "data"}`, `data` being the bytes where they were found (the engine finds
+        them before each LLM call: `images_sent`)."""
         messages: list[dict[str, Any]] = []
         if self.system_prompt:
             messages.append({"role": "system", "content": self.system_prompt})
@@ -267,9 +275,12 @@ class AgentMemory(BaseModel):
                     _add_entry(entry, turn, messages)
                     continue
                 _flush_turn(turn, messages)
-                messages.append({"role": said, "content": _earlier(entry)})
+                messages.append(_with_images({"role": said, "content": _earlier(entry)}, entry))
             _flush_turn(turn, messages)
-        messages.append({"role": "user", "content": self.task})
+        task: dict[str, Any] = {"role": "user", "content": self.task}
+        if self.images:
+            task["images"] = [_image_part(i) for i in self.images]
+        messages.append(task)
         later = self.history[carried:] if carried else self.history
         for entry in (*later, *self.rejected):
             _add_entry(entry, turn, messages)
@@ -295,7 +306,17 @@ class AgentMemory(BaseModel):
             shown.append(self.carried)
         if self.steered:  # messages sent while the step's calls ran (a steered run only)
             shown.append([e.observation for e in self.steered])
+        if self.images:  # the task's images (a run with images only)
+            shown.append({"images": [i.model_dump(mode="json") for i in self.images]})
         return _digest(shown)
+
+    def images_sent(self) -> list[Image]:
+        """The images `build_messages()` sends: the task's, then those of history (a tool's,
+        an earlier message's), in order."""
+        found = list(self.images)
+        for entry in self.history:
+            found.extend(entry.images)
+        return found
 
     @classmethod
     def rebuild(cls, store: EventStore, run_id: str) -> tuple[AgentMemory, str]:
@@ -322,7 +343,7 @@ def _add_entry(
     said = entry.said
     if said is not None:
         _flush_turn(turn, messages)
-        messages.append({"role": said, "content": _earlier(entry)})
+        messages.append(_with_images({"role": said, "content": _earlier(entry)}, entry))
         return
     if entry.is_summary:
         _flush_turn(turn, messages)
@@ -357,15 +378,36 @@ def _flush_turn(turn: list[HistoryEntry], messages: list[dict[str, Any]]) -> Non
     messages.append(said)
     for e in turn:
         messages.append(
-            {
-                "role": "tool",
-                "tool_call_id": e.tool.id,
-                "name": e.tool.name,
-                "content": e.observation,
-                "is_error": not e.success,
-            }
+            _with_images(
+                {
+                    "role": "tool",
+                    "tool_call_id": e.tool.id,
+                    "name": e.tool.name,
+                    "content": e.observation,
+                    "is_error": not e.success,
+                },
+                e,
+            )
         )
     turn.clear()
+
+
+def _with_images(message: dict[str, Any], entry: HistoryEntry) -> dict[str, Any]:
+    """The message with the entry's images under `images`, if it has any."""
+    if entry.images:
+        message["images"] = [_image_part(i) for i in entry.images]
+    return message
+
+
+def _image_part(image: Image) -> dict[str, Any]:
+    """An image as `build_messages()` gives it: its media type and URL, or its media type,
+    digest and (where found) bytes."""
+    if image.url is not None:
+        return {"media_type": image.media_type, "url": image.url}
+    part: dict[str, Any] = {"media_type": image.media_type, "digest": image.digest}
+    if image.data is not None:
+        part["data"] = image.data
+    return part
 
 
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
@@ -462,6 +504,7 @@ def committed_entries(memory: AgentMemory, places: Iterable[int]) -> tuple[Histo
                 success=result.success,
                 text=text,
                 reasoning=reasoning,
+                images=result.images,
             )
         )
         text, reasoning = None, ()
@@ -543,6 +586,8 @@ def initial_memory(fact: f.RunStarted) -> AgentMemory:
         }
     if fact.questions:
         carried["question_tools"] = frozenset(fact.questions)
+    if fact.images:
+        carried["images"] = fact.images
     return AgentMemory(
         **carried,
         task=fact.task,

@@ -18,12 +18,14 @@ from eventstore import (
     RunSummary,
     StoreError,
 )
+from eventstore.blobs import Blob, BlobReader
 
 from .catalog import summary_of
 from .codec import UnknownFact, value_problem
 from .custom import CustomFact
 from .errors import OwnershipViolation, UnrecordableFact
 from .facts import FACTS, OWNERS, Fact, ToolCallStarted
+from .images import blobs_of, carry_data
 from .memory import AgentMemory, apply, as_stored, in_full
 from .redaction import Redactor
 from .types import State, ToolCall
@@ -130,6 +132,8 @@ class Recorder:
         """The last summary made, with the values of memory it was made of."""
         self.observers: list[Callable[[int, str, Any, AgentMemory], None]] = []
         self._known: dict[tuple[type, str, str], tuple[bool, bool, int | None]] = {}
+        self._bytes: dict[str, bytes] = {}  # the bytes of the run's images, by digest
+        self._stored: set[str] = set()  # the digests whose blobs went with a fact already
 
     def record(
         self, fact: Fact | CustomFact, state: str, metrics: dict[str, Any] | None = None
@@ -137,6 +141,8 @@ class Recorder:
         """Redact `fact` (with the agent's hooks), apply it to memory and buffer it for the
         next commit; a fact that would not read back as written raises `UnrecordableFact` and
         changes nothing."""
+        images = getattr(fact, "images", None)
+        blobs = self._blobs(images) if images else ()  # the bytes, whatever redaction does
         if self.redactor is not None:
             fact = self.redactor.fact(fact)
         kind = fact.kind
@@ -157,11 +163,37 @@ class Recorder:
         meta = encode_meta(state, step, metrics, custom=custom)
         if version is None:  # an UnknownFact keeps the version it was stored at
             version = FACTS.version_of(fact)
-        self._pending.append(NewEvent(kind, payload, meta, self.clock(), version))
+        self._pending.append(NewEvent(kind, payload, meta, self.clock(), version, blobs=blobs))
+        if blobs:
+            self._stored.update(b.digest for b in blobs)
         if self.observers:
             shown = in_full(fact, before)  # what it names by place, shown in full
             for observer in self.observers:
                 observer(self.seq + len(self._pending), state, shown, memory)
+
+    def _blobs(self, images: Any) -> tuple[Blob, ...]:
+        """The blobs of a fact's images (`images`) that this recorder has not stored yet;
+        their bytes are kept for the run's LLM calls (`find_images`)."""
+        found = []
+        for blob in blobs_of(images):
+            self._bytes.setdefault(blob.digest, blob.data)
+            if blob.digest not in self._stored:
+                found.append(blob)
+        return tuple(found)
+
+    def find_images(self, memory: AgentMemory) -> None:
+        """Give the images an LLM request about `memory` sends (`images_sent`) their bytes:
+        those this run recorded, else the store's blobs (a resumed run, a thread's earlier
+        turns, a branch). An image found nowhere is left without them: the caller says so."""
+        wanting = [i for i in memory.images_sent() if i.digest is not None and i.data is None]
+        if not wanting:
+            return
+        missing = [i.digest for i in wanting if i.digest not in self._bytes]
+        if missing and isinstance(self.store, BlobReader):
+            for digest, blob in self.store.blobs([d for d in missing if d]).items():
+                if blob.intact:
+                    self._bytes[digest] = blob.data
+        carry_data(wanting, self._bytes)
 
     def _allowed(self, fact: Fact | CustomFact, state: str) -> tuple[bool, bool, int | None]:
         """Whether `state` may record `fact` (raises if not): whether it is a user's own kind,

@@ -26,6 +26,7 @@ from pydantic import BaseModel
 
 from .codec import UnknownFact
 from .frozen import freeze
+from .images import carry_data, image_data
 from .types import ToolCall
 
 __all__ = ["REDACTED", "Hook", "Redactor"]
@@ -118,6 +119,12 @@ def _fields(model: type[BaseModel]) -> dict[str, _Shape]:
     return found
 
 
+def _unredacted(model: type[BaseModel]) -> frozenset[str]:
+    """The fields a model says hold no text to redact (`Image`: its digest and media type)."""
+    kept = getattr(model, "unredacted", None)
+    return kept if isinstance(kept, frozenset) else frozenset()
+
+
 def _model_for(shape: _Shape, data: dict[str, Any]) -> type[BaseModel] | None:
     """The model an object of this shape is (None: a free-form object)."""
     if len(shape.models) == 1:
@@ -184,7 +191,9 @@ class Redactor:
         if redacted == data:
             return fact
         self._originals.update(found)  # the latest fact that held real arguments wins
-        return type(fact).model_validate(redacted)  # a user's own fact type too
+        made = type(fact).model_validate(redacted)  # a user's own fact type too
+        carry_data(made, image_data(fact))  # its images' bytes, which JSON does not hold
+        return made
 
     def reveal(self, call: ToolCall, ordinal: int = 0) -> ToolCall:
         """The call with the real arguments this process redacted from it (or as it is);
@@ -204,7 +213,11 @@ class Redactor:
         """A model's JSON with every string of its fields redacted (fixed choices kept); the
         real arguments of a call (a model with `args` and an id) are kept in `found`."""
         shapes = _fields(model)
-        out = {key: self._typed(value, shapes.get(key, _ANY), found) for key, value in data.items()}
+        kept = _unredacted(model)
+        out = {
+            key: value if key in kept else self._typed(value, shapes.get(key, _ANY), found)
+            for key, value in data.items()
+        }
         args = data.get("args")
         if isinstance(args, dict) and out["args"] != args and "args" in shapes:
             owner = out.get("id", out.get("call_id"))  # as the recorded call names it

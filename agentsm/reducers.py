@@ -215,7 +215,11 @@ def _(fact: f.ToolExecuted, memory: AgentMemory) -> AgentMemory:
     if call is None:
         raise ValueError(f"ToolExecuted names the call at place {fact.index}, and there is none")
     result = ToolResult.model_construct(  # values of a validated fact and of memory
-        call=call, observation=fact.observation, success=fact.success, index=position
+        call=call,
+        observation=fact.observation,
+        success=fact.success,
+        index=position,
+        images=fact.images or (),
     )
     started = tuple(i for i in memory.started if i != position)
     update: dict[str, Any] = {"results": (*memory.results, result), "started": started}

@@ -22,9 +22,9 @@ cannot both record it.
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from eventstore import ConcurrencyError, EventStore, NewEvent, RunRecord, UnknownRun
 
@@ -33,6 +33,7 @@ from ._sync import run_sync
 from .catalog import summary_of
 from .errors import ThreadBusy
 from .facts import FACTS
+from .images import ImageLike, blobs_of
 from .inbox import send_steer
 from .memory import AgentMemory, initial_memory
 from .outputs import AgentOutput
@@ -60,6 +61,9 @@ ENDED = ("done", "failed", "aborted")
 
 Make = Callable[[str], "AgentBuilder"]
 """The agent of each turn: a builder for the message (its task)."""
+
+Images: TypeAlias = ImageLike | Iterable[ImageLike] | None
+"""The images of a message: each an `Image`, its bytes, a file path or an http(s) URL."""
 
 
 def thread_mark(record: RunRecord) -> dict[str, Any] | None:
@@ -165,19 +169,22 @@ def conversation_after(
         if error is None
         else HistoryEntry.answer(turn, error, failed=True)
     )
-    message = HistoryEntry.message(turn, memory.task)
+    message = HistoryEntry.message(turn, memory.task, memory.images)
     return (*history[:carried], message, *history[carried:], ending)
 
 
 def thread_messages(store: EventStore, run_ids: Sequence[str]) -> list[dict[str, Any]]:
-    """The conversation of these turns: each turn's message (`role` "user") and, once it
-    ended, its answer (`role` "assistant"; `content` None and the `error` for a turn that
-    failed), each with its `turn` (from 1) and `run_id`."""
+    """The conversation of these turns: each turn's message (`role` "user", with its
+    `images` if it had any) and, once it ended, its answer (`role` "assistant"; `content` None
+    and the `error` for a turn that failed), each with its `turn` (from 1) and `run_id`."""
     said: list[dict[str, Any]] = []
     for n, run_id in enumerate(run_ids, 1):
         first = decode(store.read(run_id, upto=1)[0])
         assert isinstance(first, f.RunStarted)
-        said.append({"role": "user", "content": first.task, "turn": n, "run_id": run_id})
+        message = {"role": "user", "content": first.task, "turn": n, "run_id": run_id}
+        if first.images:  # by digest or URL, as recorded
+            message["images"] = [image.model_dump(mode="json") for image in first.images]
+        said.append(message)
         record = store.run(run_id)
         last = decode(store.read(run_id, after=record.last_seq - 1)[-1])
         answer: dict[str, Any] = {"role": "assistant", "content": None, "turn": n}
@@ -244,20 +251,21 @@ class Thread:
         """The conversation so far, read from the log (see `thread_messages`)."""
         return thread_messages(self.store, self._runs)
 
-    def send(self, text: str) -> str:
-        """Send a message, run the turn, return its answer; `AgentFailed` if the turn fails
-        (recorded: the thread goes on), `HumanInputRequired` if it waits for a human."""
-        return run_sync(self.asend(text))
+    def send(self, text: str, *, images: Images = None) -> str:
+        """Send a message (with `images`: each an `Image`, its bytes, a file path or a URL),
+        run the turn, return its answer; `AgentFailed` if the turn fails (recorded: the thread
+        goes on), `HumanInputRequired` if it waits for a human."""
+        return run_sync(self.asend(text, images=images))
 
-    async def asend(self, text: str) -> str:
+    async def asend(self, text: str, *, images: Images = None) -> str:
         """`send` for async code."""
-        engine = self._engine = self._next_turn(text)
+        engine = self._engine = self._next_turn(text, images)
         return await engine.arun()
 
-    async def stream(self, text: str) -> AsyncIterator[AgentOutput]:
+    async def stream(self, text: str, *, images: Images = None) -> AsyncIterator[AgentOutput]:
         """Send a message and yield the turn's outputs as they happen, as `engine.stream()`
         does (text deltas, tool calls, the final answer or the error)."""
-        engine = self._engine = self._next_turn(text)
+        engine = self._engine = self._next_turn(text, images)
         async for output in engine.stream():
             yield output
 
@@ -298,7 +306,7 @@ class Thread:
             self._make, self.store, new_id, self._runs[: at_turn - 1], branched_from=self.id
         )
 
-    def _next_turn(self, text: str) -> AgentEngine:
+    def _next_turn(self, text: str, images: Images = None) -> AgentEngine:
         """Record the next turn's run (its definition, with what the turn before it ended
         with) and return the engine that runs it."""
         turn = len(self._runs) + 1
@@ -324,7 +332,7 @@ class Thread:
             parts = dict(memory.parts)
             link = link.model_copy(update={"previous": previous, "previous_seq": record.last_seq})
         builder = self._make(text).store(self.store).run_id(run_id)
-        builder._in_thread(link, conversation, parts)
+        builder._in_thread(link, conversation, parts)._with_images(images)
         definition = builder.build().definition  # as recorded: through the redaction hooks
         now = builder._clock()
         event = NewEvent(
@@ -333,6 +341,7 @@ class Thread:
             encode_meta(State.Idle, 0),
             now,
             FACTS.version(definition.kind),
+            blobs=blobs_of(definition.images or ()),  # stored with the turn's first fact
         )
         try:
             self.store.create_run(

@@ -16,6 +16,7 @@ from pydantic import (
 )
 
 from .frozen import FrozenDict, JsonObject
+from .images import Image
 
 __all__ = [
     "AgentConfig",
@@ -147,6 +148,19 @@ def _without_empty_reasoning(model: BaseModel, handler: SerializerFunctionWrapHa
     return data
 
 
+def _without_empty(
+    model: BaseModel, handler: SerializerFunctionWrapHandler, names: tuple[str, ...]
+) -> Any:
+    """The model as its fields give it, with each of `names` left out when it is empty: a
+    value without them is written (and digested) exactly as before they were recorded."""
+    data = handler(model)
+    if isinstance(data, dict):
+        for name in names:
+            if not model.__dict__[name]:
+                data.pop(name, None)
+    return data
+
+
 class TokenBudget(_Frozen):
     """A ceiling on the tokens a run may spend; checked before every LLM call."""
 
@@ -232,12 +246,18 @@ class LlmResponse(_Frozen):
 
 class ToolResult(_Frozen):
     """The outcome of one planned call, waiting for Observing to commit it to history.
-    `index` is the call's position among the step's planned calls (ids may repeat)."""
+    `index` is the call's position among the step's planned calls (ids may repeat);
+    `images` are the images the tool returned with its observation."""
 
     call: ToolCall
     observation: str
     success: bool
     index: int | None = None
+    images: tuple[Image, ...] = ()
+
+    @model_serializer(mode="wrap")
+    def _serialize(self, handler: SerializerFunctionWrapHandler) -> Any:
+        return _without_empty(self, handler, ("images",))
 
 
 class HistoryEntry(_Frozen):
@@ -245,7 +265,8 @@ class HistoryEntry(_Frozen):
 
     Entries of one planning step form one assistant turn. `text` is what the LLM said alongside
     its calls, and `reasoning` the reasoning it returned with them (both on the turn's first
-    entry). A `[SUMMARY]` entry stands for history compressed by reflection.
+    entry). A `[SUMMARY]` entry stands for history compressed by reflection. `images` are
+    those the tool returned (or, for an earlier message of a thread, those it carried).
     """
 
     step: int
@@ -254,10 +275,11 @@ class HistoryEntry(_Frozen):
     success: bool
     text: str | None = None
     reasoning: tuple[ReasoningPart, ...] = ()
+    images: tuple[Image, ...] = ()
 
     @model_serializer(mode="wrap")
     def _serialize(self, handler: SerializerFunctionWrapHandler) -> Any:
-        return _without_empty_reasoning(self, handler)
+        return _without_empty(self, handler, ("reasoning", "images"))
 
     @property
     def is_summary(self) -> bool:
@@ -272,10 +294,11 @@ class HistoryEntry(_Frozen):
         return _SAID.get(self.tool.name)
 
     @classmethod
-    def message(cls, turn: int, text: str) -> HistoryEntry:
-        """An earlier user message of a thread, as the turns after it carry it."""
+    def message(cls, turn: int, text: str, images: tuple[Image, ...] = ()) -> HistoryEntry:
+        """An earlier user message of a thread (with its images), as the turns after it carry
+        it."""
         call = ToolCall(name=USER_MESSAGE, args={}, id=f"turn-{turn}-message")
-        return cls(step=0, tool=call, observation=text, success=True)
+        return cls(step=0, tool=call, observation=text, success=True, images=images)
 
     @classmethod
     def answer(cls, turn: int, text: str, *, failed: bool = False) -> HistoryEntry:

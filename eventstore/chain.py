@@ -27,10 +27,11 @@ import hashlib
 import json
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from .blobs import Blob, blob_refs
 from .errors import LogTampered
 from .records import NewEvent, StoredEvent
 
@@ -40,6 +41,8 @@ __all__ = [
     "ChainBreak",
     "ChainCheck",
     "ChainReport",
+    "blob_break",
+    "blob_refs_of",
     "chained",
     "check_chain",
     "exact_text",
@@ -209,9 +212,10 @@ def hash_of(previous: str, event: StoredEvent) -> str:
     )
 
 
-Cause = Literal["changed", "missing", "unhashed", "cut"]
+Cause = Literal["changed", "missing", "unhashed", "cut", "blob"]
 """How a chain breaks: a fact that does not match its hash (edited, or moved), a seq missing
-(deleted), a fact without a hash after hashed ones, facts missing at the end."""
+(deleted), a fact without a hash after hashed ones, facts missing at the end, a blob a fact
+refers to missing or changed (`eventstore.blobs`)."""
 
 
 @dataclass(frozen=True)
@@ -232,6 +236,8 @@ class ChainBreak:
             return f"seq {self.seq} ({self.kind}) has lost its hash"
         if self.cause == "cut":
             return f"seq {self.seq} is missing ({self.reason})"
+        if self.cause == "blob":
+            return f"seq {self.seq} ({self.kind}): {self.reason}"
         return f"seq {self.seq} ({self.kind}) does not match its hash"
 
     def error(self, run_id: str) -> LogTampered:
@@ -379,3 +385,24 @@ class ChainCheck:
 
     def __repr__(self) -> str:
         return f"ChainCheck(run_id={self.run_id!r}, seq={self.seq})"
+
+
+def blob_refs_of(events: Iterable[StoredEvent]) -> list[str]:
+    """The digests of the blobs these events refer to, each once."""
+    return list(dict.fromkeys(d for e in events for d in blob_refs(e.payload)))
+
+
+def blob_break(events: Iterable[StoredEvent], found: Mapping[str, Blob]) -> ChainBreak | None:
+    """The first event that refers to a blob `found` (the store's blobs) lacks, or holds with
+    bytes that no longer match its digest (`eventstore.blobs`); None if there is none."""
+    for event in events:
+        seq, kind = event.seq, event.kind
+        for digest in blob_refs(event.payload):
+            blob = found.get(digest)
+            if blob is None:
+                reason = f"the blob {digest} it refers to is not in the log"
+                return ChainBreak(seq, kind, reason, "blob")
+            if not blob.intact:
+                reason = f"the bytes of the blob {digest} it refers to do not match its digest"
+                return ChainBreak(seq, kind, reason, "blob")
+    return None

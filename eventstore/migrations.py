@@ -182,6 +182,21 @@ def _m008_inbox(db: sqlite_utils.Database) -> None:
     )
 
 
+def _m009_blobs(db: sqlite_utils.Database) -> None:
+    """Bytes stored once per content hash beside the log (`eventstore.blobs`): the images a
+    run sends or receives, which its facts refer to by digest. Written with the fact that
+    first refers to one, never changed nor deleted."""
+    db.execute(
+        "CREATE TABLE blobs (digest TEXT PRIMARY KEY, media_type TEXT NOT NULL, "
+        "bytes BLOB NOT NULL, size INTEGER NOT NULL)"
+    )
+    for action in ("UPDATE", "DELETE"):
+        db.execute(
+            f"CREATE TRIGGER blobs_refuse_{action.lower()} BEFORE {action} ON blobs BEGIN "
+            f"SELECT RAISE(ABORT, 'blobs are append-only: {action} is refused'); END"
+        )
+
+
 MIGRATIONS: list[tuple[int, str, Callable[[sqlite_utils.Database], None]]] = [
     (1, "initial", _m001_initial),
     (2, "append-only inserts", _m002_append_only_inserts),
@@ -191,6 +206,7 @@ MIGRATIONS: list[tuple[int, str, Callable[[sqlite_utils.Database], None]]] = [
     (6, "event search", _m006_event_search),
     (7, "fact text search", _m007_fact_text_search),
     (8, "inbox", _m008_inbox),
+    (9, "blobs", _m009_blobs),
 ]
 LATEST = MIGRATIONS[-1][0]
 

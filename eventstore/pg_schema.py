@@ -19,7 +19,7 @@ from psycopg import sql
 
 from .errors import NotAnEventLog, SchemaVersionError
 
-__all__ = ["CHANNEL", "LATEST", "MIGRATIONS", "channel", "migrate", "schema_version"]
+__all__ = ["BLOBS_SINCE", "CHANNEL", "LATEST", "MIGRATIONS", "channel", "migrate", "schema_version"]
 
 CHANNEL = "agentsm_events"
 """The channel every schema's inserts into `events` NOTIFY, with the run id as payload (kept for
@@ -196,13 +196,39 @@ _INBOX = [
         FOR EACH ROW EXECUTE FUNCTION inbox_notify()""",
 ]
 
+_BLOBS = [
+    # Bytes stored once per content hash beside the log (`eventstore.blobs`): the images a
+    # run sends or receives, which its facts refer to by digest. Written with the fact that
+    # first refers to one, never changed nor deleted.
+    """CREATE TABLE IF NOT EXISTS blobs (
+        digest text PRIMARY KEY,
+        media_type text NOT NULL,
+        bytes bytea NOT NULL,
+        size integer NOT NULL
+    )""",
+    """CREATE OR REPLACE FUNCTION blobs_refuse_change() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        RAISE EXCEPTION 'blobs are append-only: % is refused', TG_OP
+            USING ERRCODE = 'restrict_violation';
+    END $$""",
+    "DROP TRIGGER IF EXISTS blobs_refuse_change ON blobs",
+    """CREATE TRIGGER blobs_refuse_change BEFORE UPDATE OR DELETE ON blobs
+        FOR EACH ROW EXECUTE FUNCTION blobs_refuse_change()""",
+    "DROP TRIGGER IF EXISTS blobs_refuse_truncate ON blobs",
+    """CREATE TRIGGER blobs_refuse_truncate BEFORE TRUNCATE ON blobs
+        FOR EACH STATEMENT EXECUTE FUNCTION blobs_refuse_change()""",
+]
+
 MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (1, "initial", _INITIAL),
     (2, "notify per schema", [_NOTIFY_PER_SCHEMA]),
     (3, "fact text search", _FACT_TEXT_SEARCH),
     (4, "inbox", _INBOX),
+    (5, "blobs", _BLOBS),
 ]
 LATEST = MIGRATIONS[-1][0]
+BLOBS_SINCE = next(version for version, name, _ in MIGRATIONS if name == "blobs")
+"""The schema version that added the blob table."""
 
 
 def schema_version(conn: psycopg.Connection[tuple[Any, ...]], schema: str) -> int | None:

@@ -16,7 +16,8 @@ from typing import Any, TypeVar
 
 import psycopg
 
-from .chain import GENESIS, ChainReport, chained, check_chain
+from .blobs import Blob
+from .chain import GENESIS, ChainReport, blob_break, blob_refs_of, chained, check_chain
 from .driver import RELEASED, Driver, hands_back
 from .errors import (
     AmbiguousRunId,
@@ -29,7 +30,7 @@ from .fencing import lost_lease
 from .pg_connections import Conn, Connections
 from .pg_inbox import PgInbox
 from .pg_leases import TAKEN, Leases
-from .pg_schema import LATEST, channel, migrate, schema_version
+from .pg_schema import BLOBS_SINCE, LATEST, channel, migrate, schema_version
 from .pg_search import Search
 from .pg_url import DEFAULT_SCHEMA, check_schema_name, redact, split_schema
 from .records import InboxMessage, NewEvent, RunRecord, RunSummary, StoredEvent
@@ -94,6 +95,7 @@ class PostgresEventStore:
             connect_timeout=connect_timeout,
             retry=retry,
         )
+        self._blobbed = True  # whether the schema has the blob table (an old one read as is)
         with self._db.connect() as conn:
             self._open_schema(conn, create and not read_only)
         self._db.open_pool()
@@ -128,6 +130,7 @@ class PostgresEventStore:
                     "log; it was left untouched. Use another schema (?schema=name in the URL)."
                 )
             if self.read_only:
+                self._blobbed = version is not None and version >= BLOBS_SINCE
                 return  # a reader takes an older schema as it is
             with conn.transaction():
                 migrate(conn, self.schema, self.url)
@@ -173,6 +176,7 @@ class PostgresEventStore:
             else [None, 0, 0, None, None, None, None]
         )
         columns, head = _chain(run_id, GENESIS, 0, events)
+        blobs = _blob_columns(events)
         exists = f"A run with id {run_id!r} exists already; choose another id."
         driver, token = self._leases.taken() if claim else ([None] * 5, None)
         values = (
@@ -198,6 +202,8 @@ class PostgresEventStore:
             )
             if events:
                 conn.execute(_INSERT.format(where="").encode(), (run_id, *columns))
+            if blobs[0]:
+                conn.execute(_STORE_BLOBS.format(where="").encode(), blobs)
 
         def committed() -> bool:  # the first try's commit may have happened: is it stored?
             found = self._db.rows(
@@ -351,9 +357,13 @@ class PostgresEventStore:
         head = GENESIS
         if events:
             columns, head = _chain(run_id, self._head(run_id, expected_seq), expected_seq, events)
-            query = f"WITH moved AS ({moved} RETURNING 1) " + _INSERT.format(
-                where="WHERE EXISTS (SELECT FROM moved)"
-            )
+            moved_only = "WHERE EXISTS (SELECT FROM moved)"
+            query = f"WITH moved AS ({moved} RETURNING 1) "
+            blobs = _blob_columns(events)
+            if blobs[0]:  # stored in the same statement, once per digest
+                query += ", stored AS (" + _STORE_BLOBS.format(where=moved_only) + ") "
+                params += blobs
+            query += _INSERT.format(where=moved_only)
             params += [run_id, *columns]
         else:
             query = moved
@@ -582,9 +592,26 @@ class PostgresEventStore:
         return self._search.unindexed()
 
     def verify(self, run_id: str) -> ChainReport:
-        """Check the hash chain of a run: the first broken link, if any (see `eventstore.chain`)."""
+        """Check the hash chain of a run: the first broken link, if any (see `eventstore.chain`),
+        else the first fact that refers to a blob missing or changed (`eventstore.blobs`)."""
         record = self.run(run_id)
-        return check_chain(run_id, self.read(run_id), last_seq=record.last_seq)
+        events = self.read(run_id)
+        report = check_chain(run_id, events, last_seq=record.last_seq)
+        if report.ok and (digests := blob_refs_of(events)):
+            broken = blob_break(events, self.blobs(digests))
+            if broken is not None:
+                return dataclasses.replace(report, broken=broken)
+        return report
+
+    def blobs(self, digests: Sequence[str]) -> dict[str, Blob]:
+        """The blobs of these digests the log holds, by digest (see `eventstore.blobs`)."""
+        wanted = list(dict.fromkeys(digests))
+        if not wanted or not self._blobbed:
+            return {}
+        rows = self._db.rows(
+            "SELECT digest, media_type, bytes FROM blobs WHERE digest = ANY(%s)", (wanted,)
+        )
+        return {r[0]: Blob(r[0], r[1], bytes(r[2])) for r in rows}
 
     def batch(self) -> AbstractContextManager[None]:
         """Make every write of this thread inside the block one transaction: all of it is
@@ -723,6 +750,27 @@ _INSERT = (
     "SELECT %s::text, u.* FROM unnest(%s::integer[], %s::text[], %s::text[], %s::text[], "
     "%s::double precision[], %s::integer[], %s::text[]) AS u(seq) {where} ORDER BY u.seq"
 )
+
+
+_STORE_BLOBS = (
+    "INSERT INTO blobs (digest, media_type, bytes, size) SELECT u.* FROM unnest(%s::text[], "
+    "%s::text[], %s::bytea[], %s::integer[]) AS u(digest) {where} ON CONFLICT (digest) DO NOTHING"
+)
+
+
+def _blob_columns(events: Sequence[NewEvent]) -> list[list[Any]]:
+    """The columns of the blobs `events` carry (for `_STORE_BLOBS`), each digest once."""
+    columns: list[list[Any]] = [[], [], [], []]
+    seen: set[str] = set()
+    for e in events:
+        for b in e.blobs:
+            if b.digest not in seen:
+                seen.add(b.digest)
+                for column, value in zip(
+                    columns, (b.digest, b.media_type, b.data, b.size), strict=True
+                ):
+                    column.append(value)
+    return columns
 
 
 def _chain(

@@ -6,6 +6,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from .blobs import Blob
 from .driver import Driver
 
 __all__ = ["InboxMessage", "NewEvent", "RunRecord", "RunSummary", "StoredEvent"]
@@ -27,6 +28,9 @@ class NewEvent:
     chain: int = 2
     """The version of the hash the store gives it (`eventstore.chain`): 2, unless an import
     carries a fact hashed in version 1 by an earlier release."""
+    blobs: tuple[Blob, ...] = ()
+    """Blobs its payload refers to, stored in the same transaction where the store does not
+    hold them yet (`eventstore.blobs`); the hash covers their digests, in the payload."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,7 +23,8 @@ from typing import Any, Literal, TypeVar
 import sqlite_utils
 
 from . import fulltext
-from .chain import GENESIS, ChainReport, chained, check_chain
+from .blobs import Blob
+from .chain import GENESIS, ChainReport, blob_break, blob_refs_of, chained, check_chain
 from .driver import CLAIM_ORDER, RELEASED, Driver, hands_back, refuse_live_driver
 from .errors import (
     AmbiguousRunId,
@@ -110,6 +111,7 @@ class SQLiteEventStore:
         self._has_hashes: bool | None = None
         self._has_drivers: bool | None = None
         self._has_summaries = False
+        self._has_blobs = False
         self._batch_owner: int | None = None  # the thread whose batch() is open
         self._renewing = threading.Lock()
         self._watch_lock = threading.Lock()
@@ -1060,6 +1062,13 @@ class SQLiteEventStore:
         self._run_columns()
         return self._has_summaries
 
+    def _blobbed(self) -> bool:
+        """Whether the log has the blob table (a read-only open may meet a log from before it,
+        which holds no blobs)."""
+        if not self._has_blobs:
+            self._has_blobs = "blobs" in self._tables()
+        return self._has_blobs
+
     def _hashed(self) -> bool:
         """Whether events have hashes (a read-only open may meet a log from before them)."""
         if self._has_hashes is None:
@@ -1068,14 +1077,36 @@ class SQLiteEventStore:
         return self._has_hashes
 
     def verify(self, run_id: str) -> ChainReport:
-        """Check the hash chain of a run: the first broken link, if any (see `eventstore.chain`)."""
+        """Check the hash chain of a run: the first broken link, if any (see `eventstore.chain`),
+        else the first fact that refers to a blob missing or changed (`eventstore.blobs`)."""
         record = self.run(run_id)
         events = self.read(run_id)
         upto = len(events)
         if self._hashed():
             rows = self._rows("SELECT upto FROM events_unhashed WHERE run_id = ?", (run_id,))
             upto = rows[0][0] if rows else 0
-        return check_chain(run_id, events, unhashed_upto=upto, last_seq=record.last_seq)
+        report = check_chain(run_id, events, unhashed_upto=upto, last_seq=record.last_seq)
+        if report.ok and (digests := blob_refs_of(events)):
+            broken = blob_break(events, self.blobs(digests))
+            if broken is not None:
+                return dataclasses.replace(report, broken=broken)
+        return report
+
+    def blobs(self, digests: Sequence[str]) -> dict[str, Blob]:
+        """The blobs of these digests the log holds, by digest (see `eventstore.blobs`)."""
+        wanted = list(dict.fromkeys(digests))
+        if not wanted or not self._blobbed():
+            return {}
+        found: dict[str, Blob] = {}
+        for start in range(0, len(wanted), 500):
+            chunk = wanted[start : start + 500]
+            rows = self._rows(
+                "SELECT digest, media_type, bytes FROM blobs "
+                f"WHERE digest IN ({', '.join('?' * len(chunk))})",
+                tuple(chunk),
+            )
+            found.update((r[0], Blob(r[0], r[1], bytes(r[2]))) for r in rows)
+        return found
 
     def backup(self, dest: str | Path) -> None:
         """Copy the whole log, as one consistent snapshot, into the new file `dest` with SQLite's
@@ -1173,6 +1204,12 @@ def _insert(conn: sqlite3.Connection, run_id: str, after: int, events: Sequence[
         "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
         rows,
     )
+    blobs = [(b.digest, b.media_type, b.data, b.size) for e in events for b in e.blobs]
+    if blobs:  # stored once: a blob the log holds already is left as it is
+        conn.executemany(
+            "INSERT OR IGNORE INTO blobs (digest, media_type, bytes, size) VALUES (?, ?, ?, ?)",
+            blobs,
+        )
 
 
 def _summary_row(summary: RunSummary) -> tuple[Any, ...]:

@@ -166,7 +166,9 @@ class Recording:
                     s -= 1
                 if s < 0:
                     break
-                outcomes[s] = ToolOutcome(x.observation, x.success, x.error_type, usage=x.usage)
+                outcomes[s] = ToolOutcome(
+                    x.observation, x.success, x.error_type, usage=x.usage, images=x.images or ()
+                )
                 paired[s] = True
                 s -= 1
             asked = facts[k] if k < len(facts) else None

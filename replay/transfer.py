@@ -1,4 +1,5 @@
-"""Moving runs between databases as JSON lines: one line for the run, one per fact.
+"""Moving runs between databases as JSON lines: one line for the run, one per fact, and one
+per blob its facts refer to (an image's bytes, checked against its digest on the way in).
 
 The run's line states how many facts follow (`facts`) and the hash of the last (`head`); each
 fact line carries the fact's hash. An import checks every line (it is JSON, its fact decodes,
@@ -10,6 +11,9 @@ an imported run shows what its verified facts say.
 
 from __future__ import annotations
 
+import base64
+import binascii
+import dataclasses
 import json
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field, fields
@@ -18,7 +22,8 @@ from typing import Any
 from agentsm import UnreadableFact
 from agentsm.facts import FACTS, Fact
 from eventstore import EventStore, NewEvent, RunSummary, StoredEvent
-from eventstore.chain import GENESIS, V2, exact_text, relink
+from eventstore.blobs import Blob, BlobReader, blob_refs
+from eventstore.chain import GENESIS, V2, blob_refs_of, exact_text, relink
 
 from .errors import ExportRefused, ImportRefused
 from .source import resolve_run
@@ -28,8 +33,9 @@ __all__ = ["export_run", "facts_of", "import_runs"]
 
 
 def export_run(store: EventStore, run_id: str) -> Iterator[str]:
-    """The run as JSON lines: its catalog entry, then every event with its envelope and hash.
-    A run whose hash chain does not verify is refused (`ExportRefused`) before any line: its
+    """The run as JSON lines: its catalog entry, then every event with its envelope and hash,
+    then each blob its facts refer to (an image's bytes, in base64). A run whose hash chain
+    does not verify (or a blob it refers to) is refused (`ExportRefused`) before any line: its
     export could not be imported."""
     record = store.run(resolve_run(store, run_id))
     report = store.verify(record.run_id)
@@ -67,6 +73,21 @@ def export_run(store: EventStore, run_id: str) -> Iterator[str]:
         if e.hash is not None and e.hash.startswith(V2) and (text := exact_text(e.payload)):
             fact["payload_text"] = text  # the bytes its hash covers, which re-encoding loses
         yield json.dumps(fact)
+    digests = blob_refs_of(events)
+    if digests and isinstance(store, BlobReader):  # verified above: each there, intact
+        found = store.blobs(digests)
+        for digest in digests:
+            blob = found.get(digest)
+            if blob is None:
+                continue
+            yield json.dumps(
+                {
+                    "type": "blob",
+                    "digest": digest,
+                    "media_type": blob.media_type,
+                    "data": base64.b64encode(blob.data).decode("ascii"),
+                }
+            )
 
 
 @dataclass
@@ -77,6 +98,7 @@ class _Run:
     facts: list[Fact] = field(default_factory=list)
     previous: str = GENESIS
     last_line: int = 0
+    blobs: dict[str, Blob] = field(default_factory=dict)
 
     @property
     def run_id(self) -> str:
@@ -167,6 +189,51 @@ class _BrokenChain(ValueError):
         self.run_id = run_id
 
 
+def _blob(item: dict[str, Any]) -> Blob:
+    """One blob line as a blob, after checking that its bytes match its digest."""
+    digest, media_type, data = item.get("digest"), item.get("media_type"), item.get("data")
+    if not isinstance(digest, str) or not isinstance(media_type, str):
+        raise ValueError("a blob needs its digest and media_type (text)")
+    try:
+        raw = base64.b64decode(data if isinstance(data, str) else "", validate=True)
+    except (binascii.Error, ValueError) as e:
+        raise ValueError(f"the data of the blob {digest} is not base64 ({e})") from e
+    blob = Blob(digest, media_type, raw)
+    if not blob.intact:
+        raise ValueError(
+            f"the bytes of the blob {digest} do not match its digest: the file was changed "
+            "after it was exported"
+        )
+    return blob
+
+
+def _with_blobs(store: EventStore, runs: list[_Run]) -> None:
+    """Give each event the blobs its facts refer to first, from the file, so that the
+    store writes them with it; refuse a run that refers to a blob neither the file nor the
+    store holds."""
+    given = {d: b for run in runs for d, b in run.blobs.items()}
+    for run in runs:
+        refs = [blob_refs(e.payload) for e in run.events]
+        wanted = list(dict.fromkeys(d for found in refs for d in found))
+        missing = [d for d in wanted if d not in given]
+        if missing and isinstance(store, BlobReader):
+            held = store.blobs(missing)
+            missing = [d for d in missing if d not in held]
+        if missing:
+            raise ImportRefused(
+                run.line,
+                f"run {run.run_id} refers to the blob {missing[0]}, which neither the file nor "
+                "this database holds",
+                advice="export the run again with this version of agentsm",
+            )
+        sent: set[str] = set()
+        for n, found in enumerate(refs):
+            blobs = tuple(given[d] for d in found if d in given and d not in sent)
+            if blobs:
+                sent.update(b.digest for b in blobs)
+                run.events[n] = dataclasses.replace(run.events[n], blobs=blobs)
+
+
 def _header(item: dict[str, Any]) -> None:
     """Check a run's line: the fields an import needs, of the right types."""
     if not isinstance(item.get("run_id"), str) or not isinstance(item.get("task"), str):
@@ -201,9 +268,12 @@ def _parse(lines: Iterable[str], name: str) -> list[_Run]:
                 if runs:
                     runs[-1].check_whole(number)
                 runs.append(_Run(number, item, last_line=number))
-            elif kind == "event" and runs:
+            elif kind == "event" and runs and not runs[-1].blobs:
                 runs[-1].events.append(_event(runs[-1], item))
                 runs[-1].last_line = number
+            elif kind == "blob" and runs:
+                blob = _blob(item)
+                runs[-1].blobs[blob.digest] = blob
             else:
                 raise ValueError("neither a run nor one of its facts")
     except _BrokenChain as e:
@@ -280,6 +350,7 @@ def import_runs(store: EventStore, lines: Iterable[str], *, name: str = "the fil
     runs = _parse(lines, name)
     entries = {run.run_id: _entry(run) for run in runs}
     present = _already_there(store, runs)
+    _with_blobs(store, [run for run in runs if run.run_id not in present])
     with store.batch():  # one transaction: the whole file or nothing of it
         for run in runs:
             if run.run_id in present:

@@ -8,6 +8,8 @@ python tests/mcp_server.py --changed       offer another tool list (`add` descri
                                            `multiply` added); so does the environment
                                            variable AGENTSM_MCP_VARIANT=changed
 python tests/mcp_server.py --crash         exit at once (a server that fails to start)
+
+AGENTSM_MCP_VARIANT=images adds a `screenshot` tool that returns text and a PNG image.
 """
 
 from __future__ import annotations
@@ -83,6 +85,25 @@ if CHANGED:
     def multiply(a: int, b: int) -> int:
         """Multiply two integers."""
         return a * b
+
+
+if os.environ.get("AGENTSM_MCP_VARIANT") == "images":
+    try:  # mcp 2.x
+        from mcp.server.mcpserver import Image
+    except ImportError:  # mcp 1.x
+        from mcp.server.fastmcp import Image  # type: ignore[no-redef,attr-defined]
+
+    @server.tool(structured_output=False)
+    def screenshot() -> list[str | Image]:
+        """What the screen shows: a caption, then the picture (a 1x1 red PNG)."""
+        return ["The screen:", Image(data=bytes.fromhex(RED_PNG), format="png")]
+
+
+RED_PNG = (
+    "89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c489"
+    "0000000d4944415478da63f8cfc0f01f00050001ff56c72f0d0000000049454e44ae426082"
+)
+"""A 1x1 red PNG, as hex (the `screenshot` tool's picture)."""
 
 
 async def _serve_http() -> None:

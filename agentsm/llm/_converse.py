@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from ..frozen import thaw
 from ..types import LlmResponse, ReasoningPart, TokenUsage, ToolCall
 from ._common import parse_arguments, tool_call
+from ._images import image_bytes, image_format, images_of
 from .base import emit_reasoning, emit_text
 from .errors import MalformedResponse
 
@@ -52,7 +53,8 @@ def converse_messages(memory: AgentMemory, family: str) -> tuple[str | None, lis
     """The system prompt and `memory.build_messages()` as Converse turns: an assistant turn's
     `reasoningContent` blocks first, as they came, then its text and `toolUse` blocks; a turn's
     results as `toolResult` blocks in one user message; consecutive user content merged so that
-    roles alternate."""
+    roles alternate. Images are `image` blocks of bytes, in a `toolResult`'s content for a
+    tool's."""
     system: str | None = None
     turns: list[dict[str, Any]] = []
 
@@ -81,14 +83,27 @@ def converse_messages(memory: AgentMemory, family: str) -> tuple[str | None, lis
         elif m["role"] == "tool":
             result: dict[str, Any] = {
                 "toolUseId": m["tool_call_id"],
-                "content": [{"text": m["content"]}],
+                "content": [{"text": m["content"]}, *_image_blocks(m)],
             }
             if family in STATUS_FAMILIES:
                 result["status"] = "error" if m.get("is_error") else "success"
             add("user", [{"toolResult": result}])
         else:
-            add("user", [{"text": m["content"]}])
+            add("user", [{"text": m["content"]}, *_image_blocks(m)])
     return system, turns
+
+
+def _image_blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
+    """A message's images as Converse `image` blocks of bytes (Converse takes no URL)."""
+    return [
+        {
+            "image": {
+                "format": image_format(part, "Bedrock Converse"),
+                "source": {"bytes": image_bytes(part, "Bedrock Converse")},
+            }
+        }
+        for part in images_of(message)
+    ]
 
 
 def converse_tools(tools: ToolRegistry) -> list[dict[str, Any]]:

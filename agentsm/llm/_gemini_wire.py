@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from ..frozen import thaw
 from ..types import LlmResponse, ReasoningPart, TokenUsage, ToolCall
 from ._common import parse_arguments, tool_call
+from ._images import image_base64, images_of, tool_images_note
 
 if TYPE_CHECKING:
     from ..memory import AgentMemory
@@ -41,7 +42,9 @@ def gemini_contents(memory: AgentMemory) -> tuple[str | None, list[dict[str, Any
     """The system instruction and `memory.build_messages()` as Gemini `contents`: a turn's
     calls as `functionCall` parts (with the thought parts and signed parts of its response
     put back at their places), its results as `functionResponse` parts in one user content,
-    matched to the calls by order."""
+    matched to the calls by order. Images are `inlineData` (bytes) or `fileData` (a URL)
+    parts; a function response takes no image on every model, so the images of a turn's
+    results follow its `functionResponse` parts in the same user content, each call named."""
     system: str | None = None
     contents: list[dict[str, Any]] = []
 
@@ -51,7 +54,11 @@ def gemini_contents(memory: AgentMemory) -> tuple[str | None, list[dict[str, Any
         else:
             contents.append({"role": role, "parts": parts})
 
+    shown: list[dict[str, Any]] = []  # the images of the results just added
     for m in memory.build_messages():
+        if shown and m["role"] != "tool":
+            add("user", shown)
+            shown = []
         if m["role"] == "system":
             system = m["content"]
         elif m["role"] == "assistant":
@@ -60,9 +67,26 @@ def gemini_contents(memory: AgentMemory) -> tuple[str | None, list[dict[str, Any
             key = "error" if m.get("is_error") else "output"
             answer = {"name": m["name"], "response": {key: m["content"]}}
             add("user", [{"functionResponse": answer}])
+            if images_of(m):
+                shown += [{"text": tool_images_note(m)}, *_image_parts(m)]
         else:
-            add("user", [{"text": m["content"]}])
+            add("user", [{"text": m["content"]}, *_image_parts(m)])
+    if shown:
+        add("user", shown)
     return system, contents
+
+
+def _image_parts(message: dict[str, Any]) -> list[dict[str, Any]]:
+    """A message's images as `inlineData` parts (bytes, in base64 on the wire) or `fileData`
+    parts (a URL)."""
+    parts = []
+    for part in images_of(message):
+        if part.get("url"):
+            parts.append({"fileData": {"mimeType": part["media_type"], "fileUri": part["url"]}})
+        else:
+            data = image_base64(part, "Gemini")
+            parts.append({"inlineData": {"mimeType": part["media_type"], "data": data}})
+    return parts
 
 
 def model_parts(message: dict[str, Any]) -> list[dict[str, Any]]:
@@ -197,6 +221,13 @@ def sdk_part(types: Any, part: dict[str, Any]) -> Any:
         fields["function_call"] = types.FunctionCall(**part["functionCall"])
     elif "functionResponse" in part:
         fields["function_response"] = types.FunctionResponse(**part["functionResponse"])
+    elif "inlineData" in part:
+        inline = part["inlineData"]
+        data = base64.b64decode(inline["data"])
+        fields["inline_data"] = types.Blob(mime_type=inline["mimeType"], data=data)
+    elif "fileData" in part:
+        file = part["fileData"]
+        fields["file_data"] = types.FileData(mime_type=file["mimeType"], file_uri=file["fileUri"])
     else:
         fields["text"] = part["text"]
         if part.get("thought"):

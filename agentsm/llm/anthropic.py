@@ -11,6 +11,7 @@ from ..errors import BuildError
 from ..frozen import thaw
 from ..types import LlmResponse, ReasoningPart, TokenUsage, ToolCall
 from ._common import parse_arguments, tool_call
+from ._images import image_base64, images_of
 from .base import emit_reasoning, emit_text
 from .provider import ProviderCaller, Thinking
 
@@ -42,7 +43,8 @@ def anthropic_messages(memory: AgentMemory) -> tuple[str | None, list[dict[str, 
     """The system prompt and `memory.build_messages()` as Messages API turns: tool calls as
     `tool_use` blocks after the turn's thinking blocks (sent back as they came), a turn's
     results as `tool_result` blocks in one user message, and consecutive user content merged
-    so that roles alternate."""
+    so that roles alternate. Images are `image` blocks (a URL or base64 source), in a
+    `tool_result`'s content for a tool's."""
     system: str | None = None
     turns: list[dict[str, Any]] = []
 
@@ -74,12 +76,28 @@ def anthropic_messages(memory: AgentMemory) -> tuple[str | None, list[dict[str, 
                 "tool_use_id": m["tool_call_id"],
                 "content": m["content"],
             }
+            if images_of(m):  # the result's content as blocks: its text, then its images
+                result["content"] = [{"type": "text", "text": m["content"]}, *_image_blocks(m)]
             if m.get("is_error"):
                 result["is_error"] = True
             add("user", [result])
         else:
-            add("user", [{"type": "text", "text": m["content"]}])
+            add("user", [{"type": "text", "text": m["content"]}, *_image_blocks(m)])
     return system, turns
+
+
+def _image_blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
+    """A message's images as `image` blocks: a URL source, or base64 with the media type."""
+    blocks = []
+    for part in images_of(message):
+        source: dict[str, Any]
+        if part.get("url"):
+            source = {"type": "url", "url": part["url"]}
+        else:
+            data = image_base64(part, "The Messages API")
+            source = {"type": "base64", "media_type": part["media_type"], "data": data}
+        blocks.append({"type": "image", "source": source})
+    return blocks
 
 
 def anthropic_tools(tools: ToolRegistry) -> list[dict[str, Any]]:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from ..errors import BuildError
 from ..types import LlmResponse, TokenUsage, ToolCall
 from ._common import parse_arguments, tool_call
+from ._images import image_data_url, images_of, tool_images_note
 from .base import emit_text
 from .errors import MalformedResponse
 from .provider import ProviderCaller, Thinking
@@ -25,9 +26,16 @@ DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
 
 
 def openai_messages(memory: AgentMemory) -> list[dict[str, Any]]:
-    """`memory.build_messages()` as Chat Completions messages (tool_calls + tool messages)."""
+    """`memory.build_messages()` as Chat Completions messages (tool_calls + tool messages).
+    Images go as `image_url` parts of a user message (bytes as data: URLs); a tool message
+    takes text only, so the images of a turn's results follow its tool messages, in one user
+    message that names the call each came from."""
     out: list[dict[str, Any]] = []
+    shown: list[dict[str, Any]] = []  # the images of the tool messages just added
     for m in memory.build_messages():
+        if shown and m["role"] != "tool":
+            out.append({"role": "user", "content": shown})
+            shown = []
         if m["role"] == "assistant":
             msg: dict[str, Any] = {"role": "assistant", "content": m.get("content")}
             if m.get("tool_calls"):
@@ -42,9 +50,28 @@ def openai_messages(memory: AgentMemory) -> list[dict[str, Any]]:
             out.append(msg)
         elif m["role"] == "tool":
             out.append({"role": "tool", "tool_call_id": m["tool_call_id"], "content": m["content"]})
+            if images_of(m):
+                shown += [{"type": "text", "text": tool_images_note(m)}, *_image_parts(m)]
+        elif images_of(m):
+            out.append(
+                {
+                    "role": m["role"],
+                    "content": [{"type": "text", "text": m["content"]}, *_image_parts(m)],
+                }
+            )
         else:
             out.append({"role": m["role"], "content": m["content"]})
+    if shown:
+        out.append({"role": "user", "content": shown})
     return out
+
+
+def _image_parts(message: dict[str, Any]) -> list[dict[str, Any]]:
+    """A message's images as Chat Completions `image_url` parts."""
+    return [
+        {"type": "image_url", "image_url": {"url": image_data_url(part, "Chat Completions")}}
+        for part in images_of(message)
+    ]
 
 
 def openai_tools(tools: ToolRegistry) -> list[dict[str, Any]]:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from ..frozen import thaw
 from ..types import LlmResponse, ReasoningPart, TokenUsage, ToolCall
 from ._common import parse_arguments, tool_call
+from ._images import image_data_url, images_of
 from .base import emit_reasoning, emit_text
 from .errors import BadRequest, NetworkError, ProviderError, RateLimited, ServerError, redact
 from .openai import OpenAiPlatform, detail
@@ -47,7 +48,8 @@ ENCRYPTED_REASONING = "reasoning.encrypted_content"
 def responses_input(memory: AgentMemory) -> tuple[str | None, list[dict[str, Any]]]:
     """The system prompt (as `instructions`) and `memory.build_messages()` as Responses input
     items: a turn's output items as they came (reasoning, message, function calls, in order),
-    then one `function_call_output` item per result."""
+    then one `function_call_output` item per result (its images in its output, as
+    `input_image` content after its text); a user message's images as `input_image` content."""
     instructions: str | None = None
     items: list[dict[str, Any]] = []
     for m in memory.build_messages():
@@ -57,16 +59,26 @@ def responses_input(memory: AgentMemory) -> tuple[str | None, list[dict[str, Any
         elif role == "assistant" and (m.get("tool_calls") or m.get("reasoning")):
             items.extend(_turn(m))
         elif role == "tool":
+            output: str | list[dict[str, Any]] = m["content"]
+            if images_of(m):  # the output as content: its text, then its images
+                output = [{"type": "input_text", "text": m["content"]}, *_image_inputs(m)]
             items.append(
-                {
-                    "type": "function_call_output",
-                    "call_id": m["tool_call_id"],
-                    "output": m["content"],
-                }
+                {"type": "function_call_output", "call_id": m["tool_call_id"], "output": output}
             )
+        elif images_of(m):
+            content = [{"type": "input_text", "text": m["content"]}, *_image_inputs(m)]
+            items.append({"role": role, "content": content})
         else:
             items.append({"role": role, "content": m["content"]})
     return instructions, items
+
+
+def _image_inputs(message: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A message's images as `input_image` content (bytes as data: URLs)."""
+    return [
+        {"type": "input_image", "image_url": image_data_url(part, "Responses"), "detail": "auto"}
+        for part in images_of(message)
+    ]
 
 
 def _turn(said: Mapping[str, Any]) -> list[dict[str, Any]]:

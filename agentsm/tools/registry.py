@@ -22,6 +22,7 @@ from .._invoke import call_with_deadline
 from .._sync import run_sync
 from ..errors import BuildError
 from ..frozen import thaw
+from ..images import Image, ImageLike, as_images
 from ..schema import schema_errors
 from ..tool_context import ToolContext, _current
 from ..types import TokenUsage, ToolSchema
@@ -31,12 +32,35 @@ __all__ = ["Tool", "ToolContext", "ToolOutcome", "ToolRegistry", "tool"]
 ToolFunc = Callable[..., Any]
 
 
+def _content(result: Any) -> tuple[str, tuple[Image, ...]]:
+    """A tool's result as the text the LLM reads and the images it sees: an Image, or a list
+    or tuple holding images (with text or values around them), is named in the text."""
+    if isinstance(result, Image):
+        return _named(result), (result,)
+    if isinstance(result, list | tuple) and any(isinstance(x, Image) for x in result):
+        parts = [
+            _named(x) if isinstance(x, Image) else x if isinstance(x, str) else _json(x)
+            for x in result
+        ]
+        return "\n".join(parts), tuple(x for x in result if isinstance(x, Image))
+    return (result if isinstance(result, str) else _json(result)), ()
+
+
+def _named(image: Image) -> str:
+    return f"[image {image.media_type}]"
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, default=str)
+
+
 @dataclass(frozen=True)
 class ToolOutcome:
     """The result of one tool execution, already phrased as the observation the LLM will see.
 
     `known` is False for a call abandoned before it reported (a timeout): it may or may not
-    have taken effect, so it is not recorded as executed and a human is asked.
+    have taken effect, so it is not recorded as executed and a human is asked. `images` are
+    sent to the LLM with the observation (their bytes stored once in the log's blobs).
     """
 
     observation: str
@@ -45,12 +69,15 @@ class ToolOutcome:
     known: bool = True
     usage: TokenUsage | None = None
     """Tokens the call spent that count into the run's usage (a sub-agent sharing the budget)."""
+    images: tuple[Image, ...] = ()
 
     @classmethod
-    def ok(cls, result: Any) -> ToolOutcome:
-        """A success; non-string results are rendered as JSON."""
-        text = result if isinstance(result, str) else json.dumps(result, default=str)
-        return cls(f"SUCCESS: {text}", True)
+    def ok(cls, result: Any, *, images: Iterable[ImageLike] = ()) -> ToolOutcome:
+        """A success; non-string results are rendered as JSON. A result that is an `Image`,
+        or a list holding images, is its images, each named `[image TYPE]` in the text in its
+        place; `images` adds more (bytes, files or URLs too)."""
+        shown, found = _content(result)
+        return cls(f"SUCCESS: {shown}", True, images=(*found, *as_images(images)))
 
     @classmethod
     def failed(cls, error_type: str, message: str) -> ToolOutcome:
