@@ -4,92 +4,94 @@ A transition table is the single source of truth, small state handlers do the wo
 engine connects them, and every fact of a run goes into an append-only SQLite log from which
 memory is rebuilt.
 
-The provider callers (`OpenAiCaller`, `AnthropicCaller`, ...) are imported on first use: their
-SDKs load then.
+Every exported name is imported on first use (`agentsm.AgentBuilder` loads the builder, the
+provider callers load their SDKs), so importing one small module of the package, as the
+`agentsm` command does, costs only that module.
 """
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
-from .builder import AgentBuilder
-from .context import SUSPEND, RunContext
-from .custom import CustomFact
-from .engine import AgentEngine
-from .errors import (
-    AgentError,
-    AgentFailed,
-    BuildError,
-    EngineBusy,
-    EngineError,
-    FactVersionTooNew,
-    HandlerCrashed,
-    HumanInputRequired,
-    InvalidTransition,
-    LlmDeadlineExceeded,
-    McpServerUnavailable,
-    NoHandlerForState,
-    OwnershipViolation,
-    RunStopped,
-    SafetyCapExceeded,
-    ThreadBusy,
-    UnreadableFact,
-    UnrecordableFact,
-)
-from .events import Event
-from .facts import UnknownFact
-from .frozen import FrozenDict, FrozenList, thaw
-from .history import History
-from .llm import LlmCaller, MockLlmCaller
-from .mcp import McpServer
-from .memory import AgentMemory, apply, fold
-from .outputs import (
-    AgentOutput,
-    ApprovalNeeded,
-    FinalAnswer,
-    ReasoningDelta,
-    RunErrored,
-    SteerTaken,
-    StopTaken,
-    TextDelta,
-    TextRetracted,
-    ToolFinished,
-    ToolStarted,
-    TransitionTaken,
-)
-from .skills import Skill, SkillSet
-from .states import AgentState
-from .subagent import SubAgentTool
-from .threads import Thread
-from .tools import Tool, ToolContext, ToolOutcome, ToolRegistry, tool
-from .trace import Trace, TraceEntry
-from .transitions import TransitionTable, build_transition_table
-from .types import (
-    AgentConfig,
-    ApprovalRequest,
-    HistoryEntry,
-    LlmResponse,
-    McpServerSpec,
-    ParentCall,
-    ReasoningPart,
-    State,
-    ThreadTurn,
-    TokenBudget,
-    TokenUsage,
-    ToolCall,
-    ToolResult,
-    ToolSchema,
-)
-from .window import ContextEstimate, estimate_request
-
 if TYPE_CHECKING:
+    from .builder import AgentBuilder
+    from .context import SUSPEND, RunContext
+    from .custom import CustomFact
+    from .engine import AgentEngine
+    from .errors import (
+        AgentError,
+        AgentFailed,
+        BuildError,
+        EngineBusy,
+        EngineError,
+        FactVersionTooNew,
+        HandlerCrashed,
+        HumanInputRequired,
+        InvalidTransition,
+        LlmDeadlineExceeded,
+        McpServerUnavailable,
+        NoHandlerForState,
+        OwnershipViolation,
+        RunStopped,
+        SafetyCapExceeded,
+        ThreadBusy,
+        UnreadableFact,
+        UnrecordableFact,
+    )
+    from .events import Event
+    from .facts import UnknownFact
+    from .frozen import FrozenDict, FrozenList, thaw
+    from .history import History
     from .llm import (
         AnthropicCaller,
         AzureOpenAiCaller,
         AzureOpenAiResponsesCaller,
         BedrockCaller,
         GeminiCaller,
+        LlmCaller,
+        MockLlmCaller,
         OpenAiCaller,
         OpenAiResponsesCaller,
     )
+    from .mcp import McpServer
+    from .memory import AgentMemory, apply, fold
+    from .outputs import (
+        AgentOutput,
+        ApprovalNeeded,
+        FinalAnswer,
+        ReasoningDelta,
+        RunErrored,
+        SteerTaken,
+        StopTaken,
+        TextDelta,
+        TextRetracted,
+        ToolFinished,
+        ToolStarted,
+        TransitionTaken,
+    )
+    from .skills import Skill, SkillSet
+    from .states import AgentState
+    from .subagent import SubAgentTool
+    from .threads import Thread
+    from .tools import Tool, ToolContext, ToolOutcome, ToolRegistry, tool
+    from .trace import Trace, TraceEntry
+    from .transitions import TransitionTable, build_transition_table
+    from .types import (
+        AgentConfig,
+        ApprovalRequest,
+        HistoryEntry,
+        LlmResponse,
+        McpServerSpec,
+        ParentCall,
+        ReasoningPart,
+        State,
+        ThreadTurn,
+        TokenBudget,
+        TokenUsage,
+        ToolCall,
+        ToolResult,
+        ToolSchema,
+    )
+    from .window import ContextEstimate, estimate_request
 
 __version__ = "0.3.0"
 
@@ -180,23 +182,106 @@ __all__ = [
     "tool",
 ]
 
-
-_PROVIDER_CALLERS = frozenset(
-    {
+_LAZY: dict[str, tuple[str, ...]] = {
+    ".builder": ("AgentBuilder",),
+    ".context": ("SUSPEND", "RunContext"),
+    ".custom": ("CustomFact",),
+    ".engine": ("AgentEngine",),
+    ".errors": (
+        "AgentError",
+        "AgentFailed",
+        "BuildError",
+        "EngineBusy",
+        "EngineError",
+        "FactVersionTooNew",
+        "HandlerCrashed",
+        "HumanInputRequired",
+        "InvalidTransition",
+        "LlmDeadlineExceeded",
+        "McpServerUnavailable",
+        "NoHandlerForState",
+        "OwnershipViolation",
+        "RunStopped",
+        "SafetyCapExceeded",
+        "ThreadBusy",
+        "UnreadableFact",
+        "UnrecordableFact",
+    ),
+    ".events": ("Event",),
+    ".facts": ("UnknownFact",),
+    ".frozen": ("FrozenDict", "FrozenList", "thaw"),
+    ".history": ("History",),
+    ".llm": (
         "AnthropicCaller",
         "AzureOpenAiCaller",
         "AzureOpenAiResponsesCaller",
         "BedrockCaller",
         "GeminiCaller",
+        "LlmCaller",
+        "MockLlmCaller",
         "OpenAiCaller",
         "OpenAiResponsesCaller",
-    }
-)
+    ),
+    ".mcp": ("McpServer",),
+    ".memory": ("AgentMemory", "apply", "fold"),
+    ".outputs": (
+        "AgentOutput",
+        "ApprovalNeeded",
+        "FinalAnswer",
+        "ReasoningDelta",
+        "RunErrored",
+        "SteerTaken",
+        "StopTaken",
+        "TextDelta",
+        "TextRetracted",
+        "ToolFinished",
+        "ToolStarted",
+        "TransitionTaken",
+    ),
+    ".skills": ("Skill", "SkillSet"),
+    ".states": ("AgentState",),
+    ".subagent": ("SubAgentTool",),
+    ".threads": ("Thread",),
+    ".tools": ("Tool", "ToolContext", "ToolOutcome", "ToolRegistry", "tool"),
+    ".trace": ("Trace", "TraceEntry"),
+    ".transitions": ("TransitionTable", "build_transition_table"),
+    ".types": (
+        "AgentConfig",
+        "ApprovalRequest",
+        "HistoryEntry",
+        "LlmResponse",
+        "McpServerSpec",
+        "ParentCall",
+        "ReasoningPart",
+        "State",
+        "ThreadTurn",
+        "TokenBudget",
+        "TokenUsage",
+        "ToolCall",
+        "ToolResult",
+        "ToolSchema",
+    ),
+    ".window": ("ContextEstimate", "estimate_request"),
+}
+"""Where each exported name lives, by module."""
+
+_EXPORTS = {name: module for module, names in _LAZY.items() for name in names}
 
 
 def __getattr__(name: str) -> Any:
-    if name in _PROVIDER_CALLERS:
-        from . import llm
+    """An exported name, or a submodule, imported on first use and kept."""
+    module = _EXPORTS.get(name)
+    if module is None:
+        try:
+            return importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as e:
+            if e.name != f"{__name__}.{name}":
+                raise
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
 
-        return getattr(llm, name)
-    raise AttributeError(f"module 'agentsm' has no attribute {name!r}")
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

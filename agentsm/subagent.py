@@ -39,6 +39,7 @@ from . import facts as f
 from .catalog import summary_of
 from .errors import AgentFailed, BuildError, EngineError, HumanInputRequired
 from .facts import FACTS
+from .marks import subagent_of
 from .memory import AgentMemory, fold_with_state, initial_memory
 from .recorder import encode_meta
 from .tool_context import ToolContext, call_key
@@ -295,16 +296,6 @@ def _create(store: EventStore, builder: AgentBuilder, run_id: str, link: ParentC
         )
     except ConcurrencyError:
         pass  # another process created it first: attach to that one
-
-
-def subagent_of(record: RunRecord) -> str | None:
-    """The sub-agent tool whose call started this run, when the run is the sub-agent run of
-    its catalog parent; None for any other run (a branch, a root). A branch of a sub-agent run
-    copies the catalog info of its parent, so the mark counts only where its parent matches."""
-    mark = record.info.get("subagent") if record.info else None
-    if isinstance(mark, dict) and record.parent_id and mark.get("parent") == record.parent_id:
-        return str(mark.get("tool") or "?")
-    return None
 
 
 def children_of(store: EventStore, run_ids: Iterable[str]) -> list[RunRecord]:

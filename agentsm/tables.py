@@ -4,22 +4,19 @@ Rows fit the given width: the columns marked flexible (tasks, answers, summaries
 first and a cut cell ends with an ellipsis; every cell stays on one line, since recorded text
 is shown through `printable` (a newline in an answer is shown as `\\n`). Without a width (output
 piped to a file or a program) nothing is cut, and without styles no escape sequence is written.
+Cells are measured in terminal cells (a CJK character takes two) with `rich.cells`, and laid out
+here, so that a listing loads no console machinery.
 """
 
 from __future__ import annotations
 
-import io
 import os
-import shutil
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import IO, Literal
 
-from rich.cells import cell_len
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
+from rich.cells import cell_len, set_cell_size
 
 from .text import printable
 
@@ -51,6 +48,8 @@ def terminal_width(stream: IO[str] | None = None) -> int | None:
     target = stream if stream is not None else sys.stdout
     if not (hasattr(target, "isatty") and target.isatty()):
         return None
+    import shutil  # only for a terminal: piped output loads no more
+
     return shutil.get_terminal_size().columns
 
 
@@ -70,49 +69,44 @@ def render_table(
     """The table as text: a header line, then one line per row, columns two spaces apart.
     `width`: fit into that many characters (cutting flexible columns first); None: no limit."""
     cols = [c if isinstance(c, Column) else Column(c) for c in columns]
-    cells = [
+    cells: list[list[tuple[str, str]]] = [
         [(printable(v.text), v.style) if isinstance(v, Cell) else (printable(v), "") for v in row]
         for row in rows
     ]
     keep, widths = _layout(cols, cells, width)
-    table = Table(
-        box=None,
-        padding=(0, 2, 0, 0),
-        pad_edge=False,
-        show_edge=False,
-        header_style="bold" if styled else "",
-        expand=False,
-    )
-    for i in keep:
-        table.add_column(
-            cols[i].header,
-            justify=cols[i].justify,
-            no_wrap=True,
-            overflow="ellipsis",
-            width=widths[i],
+    if not keep:
+        return ""
+    table: list[list[tuple[str, str]]] = [[(c.header, "bold") for c in cols], *cells]
+    lines = []
+    for row in table:
+        line = "  ".join(
+            _fitted(row[i][0], widths[i], cols[i].justify, row[i][1] if styled else "")
+            for i in keep
         )
-    for row in cells:
-        texts = []
-        for i in keep:
-            text, style = row[i]
-            texts.append(Text(text, style=style if styled else "", no_wrap=True, end=""))
-            texts[-1].overflow = "ellipsis"
-        table.add_row(*texts)
-    buffer = io.StringIO()
-    console = Console(
-        file=buffer,
-        width=sum(widths[i] + 2 for i in keep) + 2,
-        color_system="standard" if styled else None,
-        force_terminal=styled,
-        no_color=not styled,
-        highlight=False,
-        emoji=False,
-        markup=False,
-        soft_wrap=False,
-        legacy_windows=False,
-    )
-    console.print(table)
-    return "\n".join(line.rstrip() for line in buffer.getvalue().splitlines())
+        lines.append(line.rstrip())
+    return "\n".join(lines)
+
+
+_SGR = {"bold": "1", "dim": "2", "italic": "3", "underline": "4"} | {
+    colour: str(30 + n)
+    for n, colour in enumerate(("black", "red", "green", "yellow", "blue", "magenta", "cyan"))
+}
+"""The ANSI codes of the styles a `Cell` may name (`"bold red"`)."""
+
+
+def _fitted(text: str, width: int, justify: str, style: str) -> str:
+    """`text` in exactly `width` terminal cells: cut with an ellipsis when longer, padded to
+    its side when shorter (right-justified text loses its trailing spaces first); in `style`
+    (padding aside) when one is given."""
+    if justify == "right":
+        text = text.rstrip()
+    if cell_len(text) > width:
+        text = set_cell_size(text, width - 1) + "…" if width > 0 else ""
+    pad = " " * (width - cell_len(text))
+    codes = ";".join(_SGR[word] for word in style.split() if word in _SGR)
+    if codes:
+        text = f"\x1b[{codes}m{text}\x1b[0m"
+    return pad + text if justify == "right" else text + pad
 
 
 _ROOM = 20

@@ -1,29 +1,32 @@
 """eventstore: a generic append-only event log in SQLite or PostgreSQL; it knows nothing
-about agents."""
+about agents.
 
+Every exported name is imported on first use, so a command that lists a log pays for SQLite
+only (the migrations' sqlite-utils loads when a log needs migrating)."""
+
+import importlib
 from typing import TYPE_CHECKING, Any
 
-from .chain import ChainBreak, ChainReport
-from .driver import Driver
-from .errors import (
-    AmbiguousRunId,
-    ConcurrencyError,
-    LeaseLost,
-    LogTampered,
-    NotAnEventLog,
-    RunInUse,
-    SchemaVersionError,
-    StoreError,
-    UnknownRun,
-)
-from .migrations import LATEST as SCHEMA_VERSION
-from .open import open_store
-from .protocol import AsyncAppend, AsyncDrive, EventStore, Inbox, PayloadReader, Searchable
-from .records import InboxMessage, NewEvent, RunRecord, RunSummary, StoredEvent
-from .sqlite import DURABILITY, Durability, SQLiteEventStore
-
 if TYPE_CHECKING:
+    from .chain import ChainBreak, ChainReport
+    from .driver import Driver
+    from .errors import (
+        AmbiguousRunId,
+        ConcurrencyError,
+        LeaseLost,
+        LogTampered,
+        NotAnEventLog,
+        RunInUse,
+        SchemaVersionError,
+        StoreError,
+        UnknownRun,
+    )
+    from .migrations import LATEST as SCHEMA_VERSION
+    from .open import open_store
     from .postgres import PostgresEventStore
+    from .protocol import AsyncAppend, AsyncDrive, EventStore, Inbox, PayloadReader, Searchable
+    from .records import InboxMessage, NewEvent, RunRecord, RunSummary, StoredEvent
+    from .sqlite import DURABILITY, Durability, SQLiteEventStore
 
 __all__ = [
     "DURABILITY",
@@ -57,11 +60,60 @@ __all__ = [
     "open_store",
 ]
 
+_LAZY: dict[str, tuple[str, ...]] = {
+    ".chain": ("ChainBreak", "ChainReport"),
+    ".driver": ("Driver",),
+    ".errors": (
+        "AmbiguousRunId",
+        "ConcurrencyError",
+        "LeaseLost",
+        "LogTampered",
+        "NotAnEventLog",
+        "RunInUse",
+        "SchemaVersionError",
+        "StoreError",
+        "UnknownRun",
+    ),
+    ".migrations": ("SCHEMA_VERSION",),
+    ".open": ("open_store",),
+    ".protocol": (
+        "AsyncAppend",
+        "AsyncDrive",
+        "EventStore",
+        "Inbox",
+        "PayloadReader",
+        "Searchable",
+    ),
+    ".records": ("InboxMessage", "NewEvent", "RunRecord", "RunSummary", "StoredEvent"),
+    ".sqlite": ("DURABILITY", "Durability", "SQLiteEventStore"),
+}
+"""Where each exported name lives, by module."""
+
+_RENAMED = {"SCHEMA_VERSION": "LATEST"}
+"""Names exported under another name than their module's."""
+
+_EXPORTS = {name: module for module, names in _LAZY.items() for name in names}
+
 
 def __getattr__(name: str) -> Any:
-    """`PostgresEventStore` on first use: psycopg is the optional `postgres` extra."""
+    """An exported name, or a submodule, imported on first use and kept. `PostgresEventStore`
+    needs psycopg, the optional `postgres` extra."""
     if name == "PostgresEventStore":
         from .open import postgres_store_class
 
         return postgres_store_class()
-    raise AttributeError(f"module 'eventstore' has no attribute {name!r}")
+    module = _EXPORTS.get(name)
+    if module is None:
+        try:
+            return importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as e:
+            if e.name != f"{__name__}.{name}":
+                raise
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), _RENAMED.get(name, name))
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import socket
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -66,12 +65,12 @@ class Driver:
     @classmethod
     def current(cls) -> Driver:
         """This process."""
-        return cls(socket.gethostname(), os.getpid(), _start_time(os.getpid()) or "")
+        return cls(_hostname(), os.getpid(), _start_time(os.getpid()) or "")
 
     def alive(self) -> bool | None:
         """Whether the process still runs: None when it is on another host (then only its
         lease can tell)."""
-        if self.host != socket.gethostname():
+        if self.host != _hostname():
             return None
         if not _pid_exists(self.pid):
             return False
@@ -103,3 +102,10 @@ def refuse_live_driver(
             "it to end, stop that process, or force the takeover (--force) if you know it is "
             "stuck.",
         )
+
+
+def _hostname() -> str:
+    """This machine's name (socket loads when a driver is looked at, not with every listing)."""
+    import socket
+
+    return socket.gethostname()

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-import sqlite_utils
+if TYPE_CHECKING:  # the caller hands the database in; listing a log never loads sqlite-utils
+    import sqlite_utils
 
 __all__ = ["LATEST", "MIGRATIONS", "migrate"]
 

@@ -3,11 +3,8 @@ append-only by trigger."""
 
 from __future__ import annotations
 
-import asyncio
 import atexit
-import concurrent.futures
 import dataclasses
-import difflib
 import json
 import sqlite3
 import threading
@@ -18,9 +15,7 @@ import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Literal, TypeVar
-
-import sqlite_utils
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from . import fulltext
 from .blobs import Blob
@@ -38,8 +33,10 @@ from .fencing import Tokens, lost_lease
 from .migrations import LATEST, migrate
 from .records import SUMMARY_TEXT, InboxMessage, NewEvent, RunRecord, RunSummary, StoredEvent
 from .sqlite_inbox import InboxReader, not_driving, post_write, take_write
-from .wakeups import committed
 from .writer import Writer
+
+if TYPE_CHECKING:  # futures and asyncio load with the first write or await, not to list a log
+    import concurrent.futures
 
 __all__ = ["CLAIMABLE", "DURABILITY", "Durability", "SQLiteEventStore"]
 
@@ -231,6 +228,8 @@ class SQLiteEventStore:
         try:
             version, tables = self._schema()
             if self._check_schema(version, tables, create):
+                import sqlite_utils  # loaded here only: most opens need no migration
+
                 migrate(sqlite_utils.Database(conn), version)
             conn.execute("COMMIT")
         except BaseException:
@@ -357,6 +356,8 @@ class SQLiteEventStore:
         if prefixed:
             return UnknownRun(run_id, prefixed)
         ids = [r[0] for r in self._rows("SELECT run_id FROM runs")]
+        import difflib
+
         return UnknownRun(run_id, difflib.get_close_matches(run_id, ids, n=3))
 
     def _prefixed(self, prefix: str, limit: int) -> list[str]:
@@ -619,6 +620,8 @@ class SQLiteEventStore:
     ) -> int:
         """`append` for async code: awaits the writer's commit without blocking the loop, so
         that the commits of concurrent runs share transactions."""
+        import asyncio
+
         write = self._append_write(run_id, expected_seq, events, status, summary)
         try:
             last = int(await self._committed(write, f"append to run {run_id!r}", durable))
@@ -639,6 +642,8 @@ class SQLiteEventStore:
         future = self._submit(write, what, durable)
         if future.done():  # committed on this thread (`threaded=False`)
             return future.result()
+        from .wakeups import committed
+
         return await committed(future)
 
     def _handed_back(self, run_id: str, status: str | None) -> None:

@@ -14,9 +14,11 @@ import queue
 import sqlite3
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # loaded with the first write, not by a store that only reads
+    from concurrent.futures import Future
 
 from .errors import StoreError
 
@@ -53,6 +55,8 @@ class Writer:
     ) -> Future[Any]:
         """Queue `write` for the next transaction; the future gets what it returned, or what it
         raised (an `sqlite3.Error` as a `StoreError` saying that nothing was written)."""
+        from concurrent.futures import Future
+
         future: Future[Any] = Future()
         self._queue.put(_Job(write, what, sync, future))
         if self._thread is None or not self._thread.is_alive():  # the first, or after a fork
@@ -69,6 +73,8 @@ class Writer:
     ) -> Future[Any]:
         """Commit `write` in a transaction of its own on the caller's thread (a store private
         to one thread needs no writer thread); the future is done when this returns."""
+        from concurrent.futures import Future
+
         future: Future[Any] = Future()
         future.set_running_or_notify_cancel()
         self._commit([_Job(write, what, sync, future)])

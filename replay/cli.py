@@ -3,40 +3,232 @@ time-travel, replay, branch, diff, resume, decide, export and import runs of an 
 chat with an agent and list, show, replay and branch its threads.
 
 Every command takes `--db` (and `--debug`) anywhere on the line, after `$AGENTSM_DB` and
-./agentsm.db; more commands are added to the group with `cli.add_command`."""
+./agentsm.db. Commands are registered by name in `COMMANDS` (where each lives, and the line
+`agentsm --help` shows for it) and imported only when run, so `agentsm --help`, `--version`
+and `runs` start at once; `cli.add_command` adds one that is already imported."""
 
 from __future__ import annotations
 
 import sys
-import traceback
 from collections.abc import Sequence
-from importlib.metadata import version
 
 import click
 
-from agentsm import AgentError
-from eventstore import StoreError
+from agentsm import __version__
 
-from . import (
-    cli_bestof,
-    cli_change,
-    cli_copy,
-    cli_inspect,
-    cli_list,
-    cli_otel,
-    cli_outside,
-    cli_tail,
-    cli_threads,
-    cli_ui,
-    cli_worker,
-)
-from .cli_common import common, debugging, example, reset
-from .render import printable
+from .cli_options import common, debugging, did_you_mean, example, reset
 
-__all__ = ["cli", "main"]
+__all__ = ["COMMANDS", "LazyGroup", "cli", "main"]
+
+COMMANDS: dict[str, tuple[str, str]] = {
+    "answer": (
+        "replay.cli_outside:answer_command",
+        "Answer the question a waiting run asked a person (its ask_human tool, or a handler's "
+        "ctx.ask); the run is ready to go on once nothing else waits.",
+    ),
+    "approve": ("replay.cli_change:approve", "Approve the call(s) a run waits on."),
+    "backup": (
+        "replay.cli_inspect:backup",
+        "Copy the log, live or not, into a new file (one consistent snapshot).",
+    ),
+    "best-of": (
+        "replay.cli_bestof:best_of_command",
+        "Branch a run at SEQ once per --model and --answer, run the branches together, and let "
+        "a judge pick the best: each candidate's run, status and answer, the pick marked, and "
+        "the judgement run that records it.",
+    ),
+    "branch": (
+        "replay.cli_threaded:branch",
+        "Start a new run from a point of a run, with a change, and report what it did: its id, "
+        "final status, state and answer, where it started (and why, when not at SEQ), then "
+        "where each LLM response and tool result after the point came from: given, reused from "
+        "the parent (the same request at the same place), live, or needed (the branch stopped "
+        "there).",
+    ),
+    "chat": (
+        "replay.cli_threads:chat",
+        "Talk with your agent: each line you type is a message, each answer is printed, and "
+        "every turn is recorded as a run of one thread (its id is shown first; continue it "
+        "later with --thread).",
+    ),
+    "copy": (
+        "replay.cli_copy:copy_command",
+        "Copy runs (ids or unique prefixes; every run when none is named) from one log into "
+        "another, on the same backend or another, with their hash chains, parent links and "
+        "catalog entries.",
+    ),
+    "demo": (
+        "replay.cli_change:demo",
+        "Run the demo agent into the log the other commands read: record, print, rebuild, "
+        "replay, branch; then list the commands to explore it.",
+    ),
+    "diff": ("replay.cli_inspect:diff", "Where two runs part, and how each ends."),
+    "export": (
+        "replay.cli_inspect:export",
+        "Write a run as JSON lines (its catalog entry, then one line per fact).",
+    ),
+    "family": (
+        "replay.cli_inspect:family",
+        "A run's family as a tree (its branches, and its sub-agent runs on dashed edges), each "
+        "run labelled with its answer or error.",
+    ),
+    "graph": (
+        "replay.cli_inspect:graph",
+        "The transition table as a state diagram, with a run's path (Mermaid text, or an image).",
+    ),
+    "import": (
+        "replay.cli_inspect:import_",
+        "Add the runs of a JSON lines export to the log (all of them, or none).",
+    ),
+    "memory": (
+        "replay.cli_inspect:memory",
+        "A run's memory and state at a sequence number, rebuilt by folding its log up to it.",
+    ),
+    "modify": ("replay.cli_change:modify", "Approve a waiting call with other arguments."),
+    "otel": (
+        "replay.cli_otel:otel_command",
+        "Send RUNS (ids or unique prefixes) as traces: an invoke_agent span per run, a chat "
+        "span per LLM call, an execute_tool span per tool call (GenAI semantic conventions).",
+    ),
+    "reject": ("replay.cli_change:reject", "Reject the call(s) a run waits on."),
+    "replay": (
+        "replay.cli_threaded:replay",
+        "Replay runs against their recording: identical, or a changed definition and the first "
+        "divergence in behaviour.",
+    ),
+    "resume": (
+        "replay.cli_change:resume",
+        "Continue a run that stopped without finishing (exit 3 when it waits for a human).",
+    ),
+    "runs": (
+        "replay.cli_runs:runs",
+        "List the runs of the log, newest last: status, steps, tokens, cost, model, and the "
+        "start of the answer or error (read from the catalog; no run is folded).",
+    ),
+    "search": (
+        "replay.cli_list:search",
+        "Full-text search over tasks, LLM answers, tool observations and errors: the facts "
+        'holding every word (case and accents aside; a "quoted phrase" or an address as words '
+        "in a row, prefix* for any ending), best first, with their runs and matching text.",
+    ),
+    "show": (
+        "replay.cli_threaded:show",
+        "Print a run's trace: one line per fact (seq, step, state, fact, summary).",
+    ),
+    "stats": (
+        "replay.cli_list:stats",
+        "What happened over a time window: runs by status and model, tokens (prompt-cache reads"
+        " and writes apart) and cost, tool calls and failures, error classes, and the slowest "
+        "tools.",
+    ),
+    "steer": (
+        "replay.cli_outside:steer_command",
+        "Send a running run a message: its LLM reads it before its next call, whichever process"
+        " or host drives the run (a run that waits takes it when it goes on).",
+    ),
+    "stop": (
+        "replay.cli_outside:stop_command",
+        "Stop a run: the process or worker that drives it (on any host) stops it at its next "
+        "transition; a run nobody drives is stopped at once.",
+    ),
+    "submit": (
+        "replay.cli_worker:submit_command",
+        "Record a run of TASK to run later (status queued) and print its id: a worker runs it.",
+    ),
+    "tail": (
+        "replay.cli_tail:tail_command",
+        "Print the facts of RUN (an id or a unique prefix) as they are recorded, from any "
+        "process, and exit when the run ends (status 0 done, 1 failed or aborted) unless "
+        "--follow; or, with --all, the facts of every run until interrupted.",
+    ),
+    "threads": (
+        "replay.cli_threads:threads_command",
+        "List the conversations of the log, the last updated last: each thread's turns, the "
+        "status of its last turn, its last message and answer (read from the catalog; no run is"
+        " folded).",
+    ),
+    "timeline": (
+        "replay.cli_inspect:timeline",
+        "A run's timeline: states, tool calls, tokens, durations.",
+    ),
+    "ui": (
+        "replay.cli_ui:ui_command",
+        "Serve recorded runs in the browser: the catalog, each run's diagram, timeline, facts "
+        "and memory at any fact, branch families and diffs, live runs; a JSON API under /api/.",
+    ),
+    "verify": (
+        "replay.cli_inspect:verify",
+        "Check the hash chain of a run's facts: intact, or the first broken link (exit 0/1).",
+    ),
+    "worker": (
+        "replay.cli_worker:worker_command",
+        "Claim runs that can go on (submitted, decided by a human, or left by a dead worker) "
+        "and drive each to its end; one line per run.",
+    ),
+}
+"""Every command by name: `module:attribute` of its click command, and the line of help
+`agentsm --help` lists it with (the first sentence of its docstring; a test keeps them equal)."""
+
+
+class LazyGroup(click.Group):
+    """A click group whose commands are imported when they run (or show their own help):
+    listing them takes only their names and one line each from `registry`. Loaded commands
+    are kept apart from `commands` (those added with `add_command`), which therefore never
+    holds some of the registry only: tools that read it (mkdocs-click) find it empty and ask
+    `list_commands` and `get_command`."""
+
+    def __init__(self, *args: object, registry: dict[str, tuple[str, str]], **kwargs: object):
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.registry = registry
+        self.loaded: dict[str, click.Command] = {}
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*self.commands, *self.registry})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.commands or cmd_name not in self.registry:
+            return self.commands.get(cmd_name)
+        if cmd_name not in self.loaded:
+            import importlib
+
+            module, _, attribute = self.registry[cmd_name][0].partition(":")
+            command = getattr(importlib.import_module(module), attribute)
+            if not isinstance(command, click.Command):
+                raise TypeError(f"{module}:{attribute} is not a click command; fix COMMANDS.")
+            self.loaded[cmd_name] = command
+        return self.loaded[cmd_name]
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        name = args[0] if args else ""
+        names = self.list_commands(ctx)
+        if name and not name.startswith("-") and name not in names and not ctx.resilient_parsing:
+            raise click.UsageError(f"No such command {name!r}.{did_you_mean(name, names)}", ctx)
+        return super().resolve_command(ctx, args)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The command list of `--help` from the registry's lines: nothing is imported."""
+        names = self.list_commands(ctx)
+        limit = formatter.width - 6 - max(map(len, names), default=0)
+        rows = []
+        for name in names:
+            if name in self.registry and name not in self.commands:
+                line = click.Command(name, help=self.registry[name][1]).get_short_help_str(limit)
+            else:
+                command = self.commands[name]
+                if command.hidden:
+                    continue
+                line = command.get_short_help_str(limit)
+            rows.append((name, line))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
 
 
 @click.group(
+    cls=LazyGroup,
+    registry=COMMANDS,
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
     epilog=example(
         "agentsm demo",
@@ -44,35 +236,18 @@ __all__ = ["cli", "main"]
         "agentsm show 3f2a --kind ToolExecuted",
     ),
 )
-@click.version_option(version("agentsm"), "--version", prog_name="agentsm")
+@click.version_option(__version__, "--version", prog_name="agentsm")
 @common
 def cli() -> None:
     """Record, list, search, inspect, replay, branch and resume agent runs."""
 
 
-for command in (
-    cli_list.runs,
-    cli_list.search,
-    cli_list.stats,
-    *cli_inspect.COMMANDS,
-    *cli_change.COMMANDS,
-    cli_bestof.best_of_command,
-    cli_worker.submit_command,
-    cli_worker.worker_command,
-    cli_tail.tail_command,
-    cli_otel.otel_command,
-    cli_copy.copy_command,
-    cli_ui.ui_command,
-    *cli_threads.COMMANDS,
-    *cli_outside.COMMANDS,
-):
-    cli.add_command(command)
-cli_threads.add_thread_options(cli_inspect.show, cli_change.replay, cli_change.branch)
-
-
 def _one_line(error: BaseException) -> str:
     """An error as one line: our own errors say what was wrong and what to do; anything else
     is named as unexpected, with the way to see more."""
+    from agentsm.errors import AgentError
+    from eventstore.errors import StoreError
+
     text = " ".join(str(error).split())
     if isinstance(error, StoreError | AgentError | ValueError):
         return text or type(error).__name__
@@ -101,6 +276,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(e.ctx.get_help() if e.ctx else "")  # `agentsm` alone: the overview
         return 0
     except click.ClickException as e:
+        from .render import printable
+
         where = e.ctx.command_path if isinstance(e, click.UsageError) and e.ctx else "agentsm"
         message = " ".join(e.format_message().split()).rstrip(".")
         joint = " " if message.endswith("?") else "; "
@@ -115,7 +292,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("agentsm: interrupted.", file=sys.stderr)
         return 130
     except Exception as e:
+        from .render import printable
+
         if debugging():
+            import traceback
+
             print(printable(traceback.format_exc(), lines=True), file=sys.stderr, end="")
         print(f"agentsm: {printable(_one_line(e))}", file=sys.stderr)
         return 2

@@ -39,7 +39,7 @@ from .resuming import decide, pending_requests, resume_run
 from .source import resolve_run
 from .timetravel import memory_at
 
-__all__ = ["COMMANDS"]
+__all__ = ["COMMANDS", "approve", "branch", "demo", "modify", "reject", "replay", "resume"]
 
 FORCE_HELP = "take the run over even though the process that drives it seems alive"
 
@@ -349,12 +349,8 @@ def _json_arg_object(text: str) -> dict[str, object]:
     return value
 
 
-COMMANDS = [
-    demo,
-    replay,
-    branch,
-    resume,
-    _decision("approved", "approve"),
-    _decision("rejected", "reject"),
-    _decision("modified", "modify"),
-]
+approve = _decision("approved", "approve")
+reject = _decision("rejected", "reject")
+modify = _decision("modified", "modify")
+
+COMMANDS = [demo, replay, branch, resume, approve, reject, modify]

@@ -1,32 +1,40 @@
-"""What every `agentsm` command shares: `--db` and `--debug` accepted anywhere on the line, the
-log it opens, the user's builder, JSON option values, and listings as tables, JSON or CSV."""
+"""What every `agentsm` command shares: `--db` and `--debug` accepted anywhere on the line
+(from `cli_options`), the log it opens, the user's builder, JSON option values, and listings
+as tables, JSON or CSV."""
 
 from __future__ import annotations
 
-import csv
-import difflib
 import functools
-import io
 import json
 import os
 import re
-import shutil
 import sys
 import time
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
-from pydantic import ValidationError
 
-from agentsm import AgentConfig
 from agentsm.tables import Cell, Column, render_table, styles_wanted, terminal_width
-from eventstore import EventStore
 
+from .cli_options import (
+    DEFAULT_DB,
+    common,
+    db_path,
+    debugging,
+    did_you_mean,
+    example,
+    reset,
+)
 from .errors import UsageError
 from .render import Style, printable
-from .source import Builder, load_builder, open_store
+
+if TYPE_CHECKING:  # the agent's parts load with the commands that run an agent
+    from agentsm import AgentConfig
+    from eventstore import EventStore
+
+    from .source import Builder
 
 __all__ = [
     "DEFAULT_DB",
@@ -36,6 +44,7 @@ __all__ = [
     "config_arg",
     "db_path",
     "debugging",
+    "did_you_mean",
     "echo",
     "example",
     "format_options",
@@ -53,62 +62,15 @@ __all__ = [
     "when",
 ]
 
-DEFAULT_DB = "agentsm.db"
-DB_HELP = f"the agentsm log (default: $AGENTSM_DB, else ./{DEFAULT_DB})"
 out = Style(sys.stdout)
 F = TypeVar("F", bound=Callable[..., Any])
-_SETTINGS: dict[str, Any] = {"debug": False}
-
-
-def _keep_db(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
-    if value is not None:  # kept on this command line's contexts (`meta` is shared by them)
-        ctx.meta["agentsm.db"] = value
-
-
-def _keep_debug(ctx: click.Context, param: click.Parameter, value: bool) -> None:
-    if value:
-        _SETTINGS["debug"] = True
-
-
-def common(func: F) -> F:
-    """`--db` and `--debug` on a command (the group takes them too: before or after it)."""
-    func = click.option(
-        "--db", metavar="PATH", help=DB_HELP, expose_value=False, callback=_keep_db
-    )(func)
-    return click.option(
-        "--debug",
-        is_flag=True,
-        help="show the traceback of an error",
-        expose_value=False,
-        callback=_keep_debug,
-    )(func)
-
-
-def reset() -> None:
-    """Forget the options of an earlier command line (`main` runs several in one process)."""
-    _SETTINGS.update(debug=False)
-
-
-def debugging() -> bool:
-    """Whether `--debug` was given."""
-    return bool(_SETTINGS["debug"])
-
-
-def db_path() -> str:
-    """`--db` (anywhere on the line), else `$AGENTSM_DB`, else ./agentsm.db."""
-    ctx = click.get_current_context(silent=True)
-    given = ctx.meta.get("agentsm.db") if ctx is not None else None
-    return str(given or os.environ.get("AGENTSM_DB") or DEFAULT_DB)
 
 
 def open_log(*, write: bool = False) -> EventStore:
     """The log of `--db`; commands that only inspect it open it read-only."""
+    from .opening import open_store  # SQLite loads with the first command that reads a log
+
     return open_store(db_path(), read_only=not write)
-
-
-def example(*lines: str) -> str:
-    """A command's help epilog: its examples, one per line."""
-    return "\b\n" + "\n".join(f"example: {line}" for line in lines)
 
 
 def builder_option(func: F) -> F:
@@ -125,6 +87,8 @@ def get_builder(spec: str | None, required: bool = False) -> Builder | None:
     command needs it and neither is given."""
     spec = spec or os.environ.get("AGENTSM_BUILDER")
     if spec:
+        from .source import load_builder
+
         return load_builder(spec)
     if required:
         raise UsageError(
@@ -145,6 +109,10 @@ def json_arg(option: str, text: str, example_form: str) -> Any:
 def config_arg(text: str, recorded: AgentConfig) -> AgentConfig:
     """The recorded config with the fields given in `--config` changed (the others kept); an
     unknown or invalid field is one line naming the valid ones."""
+    from pydantic import ValidationError
+
+    from agentsm import AgentConfig
+
     form = """--config '{"max_steps": 3}'"""
     value = json_arg("--config", text, form)
     if not isinstance(value, dict):
@@ -152,6 +120,8 @@ def config_arg(text: str, recorded: AgentConfig) -> AgentConfig:
     fields = ", ".join(AgentConfig.model_fields)
     unknown = sorted(set(value) - set(AgentConfig.model_fields))
     if unknown:
+        import difflib
+
         close = difflib.get_close_matches(unknown[0], AgentConfig.model_fields, n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise UsageError(
@@ -195,10 +165,16 @@ def plural(n: int, word: str, many: str | None = None) -> str:
 
 def echo(text: str) -> None:
     """Write command output: through a pager when it is longer than the terminal."""
-    if terminal_width(sys.stdout) and text.count("\n") + 2 > shutil.get_terminal_size().lines:
+    if terminal_width(sys.stdout) and text.count("\n") + 2 > _terminal_lines():
         click.echo_via_pager(text + "\n")
     else:
         click.echo(text)
+
+
+def _terminal_lines() -> int:
+    import shutil
+
+    return shutil.get_terminal_size().lines
 
 
 class Listing:
@@ -222,6 +198,9 @@ class Listing:
         if fmt == "json":
             click.echo(json.dumps(self.records, indent=2, ensure_ascii=False))
         elif fmt == "csv":
+            import csv
+            import io
+
             buffer = io.StringIO()
             writer = csv.DictWriter(buffer, fieldnames=self.key, lineterminator="\n")
             writer.writeheader()

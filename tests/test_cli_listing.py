@@ -26,7 +26,7 @@ from agentsm.catalog import summary_of_facts
 from agentsm.tables import Cell, Column, render_table
 from agentsm.trace import Trace, decode
 from eventstore import NewEvent, SQLiteEventStore
-from replay.cli import cli, main
+from replay.cli import COMMANDS, main
 from tests.scenarios import LONG, SCENARIOS, base
 
 Capture = pytest.CaptureFixture[str]
@@ -78,7 +78,7 @@ def test_version_and_options_before_or_after_the_command(
     )
 
 
-@pytest.mark.parametrize("command", sorted(cli.commands))
+@pytest.mark.parametrize("command", sorted(COMMANDS))
 def test_every_command_has_help_with_an_example(command: str, capsys: Capture) -> None:
     code, out, _ = run(capsys, command, "--help")
     assert code == 0 and f"example: agentsm {command}" in out and "--db" in out
@@ -427,6 +427,7 @@ def test_long_output_goes_through_a_pager_on_a_terminal_only(
     monkeypatch: pytest.MonkeyPatch, capsys: Capture
 ) -> None:
     import os
+    import shutil
 
     import click
 
@@ -434,7 +435,7 @@ def test_long_output_goes_through_a_pager_on_a_terminal_only(
 
     paged: list[str] = []
     monkeypatch.setattr(click, "echo_via_pager", lambda text: paged.append(text))
-    monkeypatch.setattr(cli_common.shutil, "get_terminal_size", lambda: os.terminal_size((80, 10)))
+    monkeypatch.setattr(shutil, "get_terminal_size", lambda: os.terminal_size((80, 10)))
     cli_common.echo("\n".join(map(str, range(50))))
     assert not paged and capsys.readouterr().out.count("\n") == 50  # piped: printed as is
     monkeypatch.setattr(cli_common, "terminal_width", lambda stream=None: 80)
