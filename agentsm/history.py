@@ -19,6 +19,7 @@ from typing import Any, overload
 from pydantic import GetCoreSchemaHandler
 from pydantic_core import core_schema
 
+from .text import plural
 from .types import HistoryEntry
 
 __all__ = ["History"]
@@ -74,7 +75,9 @@ class History(Sequence[HistoryEntry]):
         if index < 0:
             index += size
         if not 0 <= index < size:
-            raise IndexError(f"history index out of range (it has {size} entries)")
+            raise IndexError(
+                f"history index out of range (it has {plural(size, 'entry', 'entries')})"
+            )
         return self._items[index]
 
     def __iter__(self) -> Iterator[HistoryEntry]:
@@ -108,7 +111,7 @@ class History(Sequence[HistoryEntry]):
         return History, (tuple(self),)
 
     def __repr__(self) -> str:
-        return f"History({len(self)} entries)"
+        return f"History({plural(len(self), 'entry', 'entries')})"
 
     @classmethod
     def __get_pydantic_core_schema__(

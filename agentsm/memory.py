@@ -20,6 +20,7 @@ from .frozen import FrozenDict, same_json, thaw
 from .history import History
 from .images import Image
 from .skills import with_skill_index
+from .text import plural
 from .types import (
     AgentConfig,
     HistoryEntry,
@@ -326,10 +327,11 @@ class AgentMemory(BaseModel):
         return fold_log(store, run_id)
 
     def __repr__(self) -> str:
+        entries = plural(len(self.history), "entry", "entries")
         return (
             f"AgentMemory(task={self.task[:40]!r}, step={self.step}, "
-            f"history={len(self.history)} entries, final_answer={self.final_answer!r:.50}, "
-            f"error={self.error!r}, usage={self.total_usage.total_tokens} tokens"
+            f"history={entries}, final_answer={self.final_answer!r:.50}, "
+            f"error={self.error!r}, usage={plural(self.total_usage.total_tokens, 'token')}"
             + (f", parts={sorted(self.parts)})" if self.parts else ")")
         )
 

@@ -1,12 +1,13 @@
 """Recorded text made safe to print: what an LLM or a tool wrote can hold terminal escape
 sequences (clear screen, set the window title, colours), other control characters and bidi
-overrides that would act on the reader's terminal. `printable` shows them as escapes."""
+overrides that would act on the reader's terminal. `printable` shows them as escapes. And
+`plural`, for counts said in words, and `shortened`, for the start of a long text."""
 
 from __future__ import annotations
 
 import re
 
-__all__ = ["Printable", "printable"]
+__all__ = ["Printable", "plural", "printable", "shortened"]
 
 _BIDI = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
 _ONE_LINE = re.compile(f"[\x00-\x1f\x7f-\x9f{_BIDI}]")
@@ -34,3 +35,21 @@ def printable(text: object, *, lines: bool = False) -> Printable:
         return text
     pattern = _MULTI_LINE if lines else _ONE_LINE
     return Printable(pattern.sub(_escape, str(text)))
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """`1 run`, `2 runs`, `0 runs`; `1 entry`, `3 entries` (irregular plurals given as `many`)."""
+    return f"{n} {word if n == 1 else many or word + 's'}"
+
+
+def shortened(text: str, limit: int) -> str:
+    """`text` in at most `limit` characters: when longer, cut after its last whole word that
+    fits, and ended with "…" (mid-word only where that word is over two thirds of the room, as
+    a URL or a JSON value may be)."""
+    if len(text) <= limit:
+        return text
+    cut = text[: max(limit - 1, 0)]
+    space = max(cut.rfind(" "), cut.rfind("\n"), cut.rfind("\t"))
+    if space >= limit // 3 and not text[limit - 1].isspace():
+        cut = cut[:space]
+    return cut.rstrip() + "…"

@@ -20,6 +20,7 @@ from .facts import FACTS, Fact
 from .memory import AgentMemory, apply, in_full, initial_memory
 from .reducers import keeps_memory
 from .tables import Column, render_table, styles_wanted, terminal_width
+from .text import plural
 from .types import ReasoningPart, State, TokenUsage, as_state
 
 __all__ = [
@@ -511,9 +512,10 @@ def summarize(fact: Fact) -> str:
             name = fact.call.name if fact.call is not None else f"call #{fact.index}"
             return f"{name} -> {_short(fact.observation)}{usage}"
         case f.ObservationCommitted():
-            return f"{len(fact.entries or ()) + len(fact.results or ())} entries"
+            return plural(len(fact.entries or ()) + len(fact.results or ()), "entry", "entries")
         case f.HistoryCompressed():
-            return f"{fact.replaced} entries -> {_short(fact.summary.observation)!r}"
+            replaced = plural(fact.replaced, "entry", "entries")
+            return f"{replaced} -> {_short(fact.summary.observation)!r}"
         case f.ReflectionSkipped():
             return fact.reason
         case f.ContextLimitReached():

@@ -128,8 +128,8 @@ class Connections:
             return f"PostgreSQL at {self.url} rolled the transaction back ({text})"
         if isinstance(e, psycopg_pool.PoolTimeout):
             return (
-                f"no connection to PostgreSQL at {self.url} could be opened ({text}): is the "
-                "server up and reachable?"
+                f"no connection to PostgreSQL at {self.url} could be opened ({text}); check that "
+                "the server is up and reachable"
             )
         if "connection" in text.lower() and ("closed" in text.lower() or "lost" in text.lower()):
             return f"the connection to PostgreSQL at {self.url} was lost ({text})"

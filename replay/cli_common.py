@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from agentsm.tables import Cell, Column, render_table, styles_wanted, terminal_width
+from agentsm.text import plural
 
 from .cli_options import (
     DEFAULT_DB,
@@ -156,11 +157,6 @@ def parse_since(text: str | None, now: float | None = None) -> float | None:
             f"--since {text!r}: give a duration (30m, 2h, 1d, 1w) or a date (2026-11-22) "
             "or a time (2026-11-22T08:00)."
         ) from None
-
-
-def plural(n: int, word: str, many: str | None = None) -> str:
-    """`1 run`, `2 runs`, `1 entry`, `3 entries`."""
-    return f"{n} {word if n == 1 else many or word + 's'}"
 
 
 def echo(text: str) -> None:

@@ -13,7 +13,9 @@ import click
 
 from agentsm import facts as f
 from agentsm.custom import registered_facts
-from agentsm.subagent import subagent_of
+from agentsm.marks import subagent_of
+from agentsm.tables import Column
+from agentsm.text import shortened
 from agentsm.threads import thread_mark
 from agentsm.trace import TRACE_COLUMNS, decode
 from eventstore import SQLiteEventStore, open_store
@@ -23,8 +25,10 @@ from .cli_common import (
     Listing,
     common,
     db_path,
+    did_you_mean,
     echo,
     example,
+    format_options,
     get_builder,
     open_log,
     out,
@@ -70,8 +74,8 @@ def show(
     unknown = sorted(set(kinds) - known)
     if unknown:
         raise UsageError(
-            f"--kind {', '.join(unknown)}: no such fact; the kinds are "
-            f"{', '.join(sorted(f.FACTS.versions))}."
+            f"--kind {', '.join(unknown)}: no such fact.{did_you_mean(unknown[0], known)} The "
+            f"kinds are {', '.join(sorted(f.FACTS.versions))}."
         )
     steps = [e.step for e in recording.entries]
     if step is not None and step not in steps:
@@ -193,12 +197,13 @@ def memory(run: str, at: int | None, messages: bool, as_json: bool) -> None:
         note = ""
         if unfolded.get(name):  # as it began: its facts were read here, not folded
             note = out(f"  (not folded: {', '.join(unfolded[name])} not registered here)", "dim")
-        lines.append(f"  {'part ' + name:<16} {printable(shown[:200])}{note}")
+        lines.append(f"  {'part ' + name:<16} {printable(shortened(shown, 200))}{note}")
     lines.append(f"  history ({plural(len(mem.history), 'entry', 'entries')})")
     for entry in mem.history:
         mark = out("ok ", "green") if entry.success else out("err", "red")
         call = printable(f"{entry.tool.name}({json.dumps(entry.tool.args, ensure_ascii=False)})")
-        lines.append(f"    [{entry.step}] {mark} {call} -> {printable(entry.observation[:80])}")
+        said = printable(shortened(entry.observation, 80))
+        lines.append(f"    [{entry.step}] {mark} {call} -> {said}")
     echo("\n".join(lines))
 
 
@@ -348,17 +353,56 @@ def graph(run: str | None, out_file: str | None, builder: str | None) -> None:
     _draw(lambda: state_diagram(table, path, title), out_file)
 
 
-@click.command(epilog=example("agentsm timeline 3f2a --out run.png"))
+@click.command(
+    epilog=example(
+        "agentsm timeline 3f2a",
+        "agentsm timeline 3f2a --out run.png",
+        "agentsm timeline 3f2a --json",
+    )
+)
 @click.argument("run")
-@click.option("--out", "out_file", required=True, metavar="FILE", help=".svg or .png")
+@click.option(
+    "--out", "out_file", metavar="FILE", help=".svg or .png; without it, the timeline as text"
+)
+@format_options
 @common
-def timeline(run: str, out_file: str) -> None:
-    """A run's timeline: states, tool calls, tokens, durations."""
+def timeline(run: str, out_file: str | None, fmt: str | None) -> None:
+    """A run's timeline: states, tool calls, tokens, durations. Printed as a table, one line
+    per stretch of facts in one state (seqs, step, state, tools run, tokens, milliseconds), or
+    drawn with --out."""
+    from agentsm.pictures import stretches
     from agentsm.pictures import timeline as draw
 
+    if out_file and fmt:
+        raise UsageError(f"give --out or --{fmt}, not both.")
     recording = Recording.load(open_log(), run)
-    title = f"run {recording.run_id}: {recording.run.task[:60]}"
-    _draw(lambda: draw(list(recording.entries), title), out_file)
+    title = f"run {recording.run_id}: {recording.run.task}"
+    if out_file:
+        _draw(lambda: draw(list(recording.entries), title), out_file)
+        return
+    listing = Listing(TIMELINE_COLUMNS, TIMELINE_KEYS)
+    for s in stretches(list(recording.entries)):
+        seqs = f"{s.first}-{s.last}" if s.last > s.first else str(s.first)
+        tools = ", ".join(s.tools)
+        record = {"first": s.first, "last": s.last, "step": s.step, "state": s.state}
+        listing.add(
+            record | {"tools": list(s.tools), "tokens": s.tokens, "ms": round(s.ms, 3)},
+            [seqs, str(s.step), s.state, tools, str(s.tokens or ""), f"{s.ms:.1f}" if s.ms else ""],
+        )
+    if fmt is None:
+        click.echo(printable(title))
+    listing.emit(fmt)
+
+
+TIMELINE_COLUMNS = (
+    Column("seq"),
+    Column("step", "right"),
+    Column("state"),
+    Column("tools", flexible=True),
+    Column("tokens", "right"),
+    Column("ms", "right"),
+)
+TIMELINE_KEYS = ("first", "last", "step", "state", "tools", "tokens", "ms")
 
 
 @click.command(epilog=example("agentsm family 3f2a --out family.png"))

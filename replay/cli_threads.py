@@ -221,7 +221,7 @@ def _replay(thread: str, builder: str | None, execute_tools: bool, **_: Any) -> 
     result = replay_thread(open_log(), thread, make, execute_tools=execute_tools)
     for n, report in enumerate(result.reports, 1):
         if report.identical:
-            said = f"{out('identical', 'green')}  ({report.compared} facts)"
+            said = f"{out('identical', 'green')}  ({plural(report.compared, 'fact')})"
         elif report.divergence is None:
             said = f"{out('definition changed', 'yellow')}; behaviour identical"
         else:

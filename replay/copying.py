@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from agentsm.text import plural
 from eventstore import EventStore
 
 from .errors import CopyRefused
@@ -28,7 +29,7 @@ class CopyReport:
 
     def __str__(self) -> str:
         there = f", {len(self.present)} already there" if self.present else ""
-        return f"{len(self.copied)} runs copied{there}"
+        return f"{plural(len(self.copied), 'run')} copied{there}"
 
 
 def copy_runs(src: EventStore, dst: EventStore, run_ids: Iterable[str] | None = None) -> CopyReport:

@@ -112,8 +112,8 @@ class ImportRefused(ReplayError):
         self.problem = problem
         where = f"the file ends after line {line}: " if at_end else f"line {line}: " if line else ""
         super().__init__(
-            f"{where}{problem.rstrip('.')}. Nothing of the file was imported"
-            + (f"; {advice}." if advice else ".")
+            f"{where}{problem.rstrip('.')}{' ' if problem.endswith('?') else '. '}Nothing of the "
+            "file was imported" + (f"; {advice}." if advice else ".")
         )
 
 

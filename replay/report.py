@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from agentsm.frozen import same_json
+from agentsm.text import plural
 from agentsm.trace import TraceEntry
 
 from .requests import Views, request_diff
@@ -200,11 +201,11 @@ class ReplayReport:
     def _own(self) -> str:
         change, divergence = self.definition_change, self.divergence
         if divergence is None and change is None:
-            return f"run {self.run_id}: identical ({self.compared} facts compared)"
+            return f"run {self.run_id}: identical ({plural(self.compared, 'fact')} compared)"
         behaviour = (
             f"behaviour diverged at seq {divergence.seq}"
             if divergence is not None
-            else f"behaviour identical ({self.compared} facts compared)"
+            else f"behaviour identical ({plural(self.compared, 'fact')} compared)"
         )
         lines = [f"run {self.run_id}: " + ("definition changed; " if change else "") + behaviour]
         if change is not None:

@@ -261,7 +261,9 @@ def _parse(lines: Iterable[str], name: str) -> list[_Run]:
             try:
                 item = json.loads(line)
             except json.JSONDecodeError as e:
-                raise ValueError(f"not JSON ({e.msg}); is this an agentsm export?") from e
+                raise ValueError(
+                    f"not JSON ({e.msg}), where an agentsm export has one JSON object per line"
+                ) from e
             kind = item.get("type") if isinstance(item, dict) else None
             if kind == "run":
                 _header(item)

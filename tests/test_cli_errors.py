@@ -240,3 +240,26 @@ def test_branch_takes_seq_for_at(
     assert len(SQLiteEventStore(path).runs()) == 2
     err = fails(capsys, "--db", path, "branch", run_id, "--sq", "3")
     assert "Did you mean" in err and "'--seq'" in err
+
+
+def test_an_unknown_fact_kind_is_met_with_the_closest_kinds(
+    db: tuple[str, str, int], capsys: pytest.CaptureFixture[str]
+) -> None:
+    path, run_id, _ = db
+    err = fails(capsys, "--db", path, "show", run_id, "--kind", "LlmRespnded")
+    assert "--kind LlmRespnded: no such fact. Did you mean 'LlmResponded'" in err
+    assert "The kinds are AnswerRejected, " in err
+
+
+def test_a_file_that_is_not_an_export_is_refused_in_whole_sentences(
+    db: tuple[str, str, int], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path, _, _ = db
+    (tmp_path / "notes.txt").write_text("hello\n")
+    err = fails(capsys, "--db", path, "import", str(tmp_path / "notes.txt"))
+    assert "line 1: not JSON (Expecting value), where an agentsm export has one JSON" in err
+    assert "?." not in err and "?;" not in err
+    from replay.errors import ImportRefused
+
+    asked = str(ImportRefused(3, "is this an export?"))
+    assert asked.startswith("line 3: is this an export? Nothing of the file was imported;")

@@ -100,7 +100,7 @@ def test_a_copy_run_again_leaves_what_is_there_and_refuses_other_facts(
         copy_runs(src, dst, [run_id])
         again = copy_runs(src, dst)
         assert again.copied == (branch,) and again.present == (run_id,)
-        assert str(again) == "1 runs copied, 1 already there"
+        assert str(again) == "1 run copied, 1 already there"
         other = open_store(str(tmp_path / "other.db"))
         other.create_run(run_id, "another", events=[NewEvent("RunStarted", "{}", "{}", 1.0)])
         with pytest.raises(CopyRefused, match="other facts. Nothing was copied"):

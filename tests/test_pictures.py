@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from agentsm.pictures import (
     path_of,
     save,
     state_diagram,
+    stretches,
     timeline,
     to_mermaid,
 )
@@ -79,6 +81,68 @@ def test_picture_commands(tmp_path: Path) -> None:
     ok(agentsm(*db, "family", run_id, "--out", "family.png", cwd=tmp_path))
     bad = agentsm(*db, "timeline", run_id, "--out", "run.jpg", cwd=tmp_path)
     assert bad.returncode == 2 and "use a .svg or .png" in bad.stderr
+
+
+def test_the_timeline_keeps_tool_labels_apart_and_its_title_whole(tmp_path: Path) -> None:
+    """Three batches of eight parallel calls: their names once ran into each other."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.text import Annotation
+
+    from agentsm import AgentBuilder, MockLlmCaller, ToolCall
+
+    def lookup_population(city: str) -> str:
+        """The population of a city."""
+        return f"{city}: about a million"
+
+    task = "Compare the populations of " + ", ".join(f"city number {n}" for n in range(40))
+    batches = [
+        LlmResponse.tool_calls(
+            [ToolCall(name="lookup_population", args={"city": f"{b}{n}"}) for n in range(8)]
+        )
+        for b in "abc"
+    ]
+    answer = LlmResponse.final_answer("All forty cities compared, the largest first.")
+    llm = MockLlmCaller([*batches, answer])
+    engine = AgentBuilder(task).tool(lookup_population).llm(llm).store(tmp_path / "r.db").build()
+    engine.run()
+    fig = timeline(engine.trace().entries(), f"run {engine.run_id}: {task}")
+    FigureCanvasAgg(fig).draw()
+    top = fig.axes[0]
+    labels = [t.get_window_extent() for t in top.texts if isinstance(t, Annotation)]
+    assert len(labels) == 24
+    assert not [(a, b) for i, a in enumerate(labels) for b in labels[i + 1 :] if a.overlaps(b)]
+    title = top.title.get_text()
+    assert title.startswith(f"run {engine.run_id}: Compare the populations")
+    assert title.endswith(" …") and len(title.splitlines()) == 2  # wrapped, cut at a word
+    assert fig.bbox.contains(*top.title.get_window_extent().p1)  # inside the picture
+    engine.store.close()
+
+
+def test_the_timeline_as_text_has_a_line_per_stretch_of_one_state(tmp_path: Path) -> None:
+    engine, run_id = demo_run(tmp_path)
+    parts = stretches(engine.trace().entries())  # type: ignore[attr-defined]
+    parallel = next(s for s in parts if s.state == "ParallelActing")
+    assert parallel.tools == ("search", "search") and parallel.ms > 0
+    assert parts[0].state == "Idle" and parts[-1].state == "Done"
+    assert sum(s.tokens for s in parts) == engine.memory.total_usage.total_tokens  # type: ignore[attr-defined]
+    engine.store.close()  # type: ignore[attr-defined]
+    db = ["--db", "runs.db"]
+    text = ok(agentsm(*db, "timeline", run_id, cwd=tmp_path)).splitlines()
+    assert text[0].startswith(f"run {run_id}: What is the capital of France")
+    assert text[1].split() == ["seq", "step", "state", "tools", "tokens", "ms"]
+    assert any(line.split()[2:5] == ["ParallelActing", "search,", "search"] for line in text)
+    rows = json.loads(ok(agentsm(*db, "timeline", run_id, "--json", cwd=tmp_path)))
+    assert rows[0] == {
+        "first": 1,
+        "last": parts[0].last,
+        "step": 0,
+        "state": "Idle",
+        "tools": [],
+        "tokens": 0,
+        "ms": 0.0,
+    }
+    both = agentsm(*db, "timeline", run_id, "--json", "--out", "t.png", cwd=tmp_path)
+    assert both.returncode == 2 and "give --out or --json, not both" in both.stderr
 
 
 def custom_table() -> object:
