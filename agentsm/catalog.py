@@ -7,6 +7,7 @@ folded once by `backfill`, which the command line runs when it opens a log it ma
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -42,13 +43,22 @@ PRICES: dict[str, tuple[float, ...]] = {
     "claude-opus-4": (15.00, 75.00, 1.50, 18.75),
     "claude-opus-4-5": (5.00, 25.00, 0.50, 6.25),
     "claude-opus-4-6": (5.00, 25.00, 0.50, 6.25),
+    "gemini-2.5-pro": (1.25, 10.00),
+    "gemini-2.5-flash": (0.30, 2.50),
+    "nova-micro": (0.035, 0.14),
+    "nova-lite": (0.06, 0.24),
+    "nova-pro": (0.80, 3.20),
 }
 """USD per million tokens, by model name prefix (the longest prefix that matches wins, so
 dated names like `gpt-4o-2024-08-06` are priced): input, output, and, where the provider
 counts prompt-cache reads and writes apart from the input (Anthropic), cache reads and cache
 writes (5-minute writes). Add your own models' prices here; a model not listed gets no cost
 (None), never a guessed one, and cache tokens of a model without their prices are not
-priced."""
+priced. A model id as Amazon Bedrock names it (`us.anthropic.claude-sonnet-4-...-v1:0`,
+`amazon.nova-micro-v1:0`) is priced by the model's own name."""
+
+_HOSTED = re.compile(r"^(?:(?:us|eu|apac|jp|au|global|us-gov)\.)?(?:anthropic|amazon)\.")
+"""The region and vendor parts of a Bedrock model id, before the model's own name."""
 
 
 def cost_of(
@@ -61,6 +71,7 @@ def cost_of(
     """The USD cost of these tokens on `model`, or None when its price is not in `PRICES`."""
     if not model:
         return None
+    model = _HOSTED.sub("", model)
     known = [name for name in PRICES if model.startswith(name)]
     if not known:
         return None

@@ -10,7 +10,8 @@ of the error, and the cost where this process has the model's price). They do no
 - the status of a run that stopped mid-way (running, waiting, stopped, queued...): what its
   driver knew, taken from the line if it is such a status (a run whose facts do not close it
   is never imported as done, failed or aborted);
-- the cost of a model this process has no price for (`agentsm.catalog.PRICES`): not kept.
+- the cost: priced here from the facts' tokens (`agentsm.catalog.PRICES`), whatever the
+  line says (prices change between releases); none for a model this process has no price for.
 """
 
 from __future__ import annotations
@@ -70,8 +71,8 @@ def _summary(line: dict[str, Any] | None, candidates: Sequence[RunSummary]) -> R
         return candidates[-1]
     said = RunSummary(**line)
     facts = next((c for c in candidates if c.model == said.model), candidates[0])
-    if facts.cost is None and facts.model == said.model:
-        said = replace(said, cost=None)  # no price here to check it by: not kept
+    if facts.model == said.model:  # the cost is priced here, from the facts' tokens: a line
+        said = replace(said, cost=facts.cost)  # priced by another release's table is not a lie
     for name in _SUMMARY:
         if getattr(said, name) != getattr(facts, name):
             prices = " (at the prices of agentsm.catalog.PRICES here)" if name == "cost" else ""

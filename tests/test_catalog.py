@@ -275,3 +275,16 @@ def test_a_log_opened_for_writing_back_fills_what_it_lacks_on_every_backend(
             assert reader.run(run_id).summary == RunSummary()
     with closing(open_store(backend.url)) as writer:
         assert writer.run(run_id).summary == summary
+
+
+def test_bedrock_model_ids_are_priced_by_the_models_own_name() -> None:
+    from agentsm.catalog import cost_of
+
+    direct = cost_of("claude-sonnet-4-20250514", 1_000_000, 1_000_000, 1_000_000, 1_000_000)
+    hosted = cost_of(
+        "us.anthropic.claude-sonnet-4-20250514-v1:0", 1_000_000, 1_000_000, 1_000_000, 1_000_000
+    )
+    assert direct == hosted == pytest.approx(3.00 + 15.00 + 0.30 + 3.75)  # cache reads, writes
+    assert cost_of("amazon.nova-micro-v1:0", 1_000_000, 1_000_000) == pytest.approx(0.175)
+    assert cost_of("gemini-2.5-flash", 1_000_000, 0) == pytest.approx(0.30)
+    assert cost_of("us.meta.llama3-70b-instruct-v1:0", 1_000, 1_000) is None  # no price: none

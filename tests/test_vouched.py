@@ -100,10 +100,6 @@ EDITS: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
         "error 'The bank said no.' but its facts say null",
     ),
     "model": (summary(model="gpt-4.1"), "model 'gpt-4.1' but its facts say 'gpt-4o-mini'"),
-    "cost": (
-        summary(cost=12.5),
-        "cost 12.5 but its facts say 0.00072 (at the prices of agentsm.catalog.PRICES here)",
-    ),
     "steps": (summary(steps=9), "steps 9 but its facts say 2"),
     "input_tokens": (summary(input_tokens=1), "input_tokens 1 but its facts say 2400"),
     "output_tokens": (summary(output_tokens=1), "output_tokens 1 but its facts say 600"),
@@ -230,3 +226,17 @@ def test_vouched_needs_facts_that_begin_with_run_started(tmp_path: Path) -> None
     assert vouched(line, facts, stated=False).status == "imported"
     with pytest.raises(ValueError, match="must begin with RunStarted"):
         vouched(line, facts[1:], stated=True)
+
+
+def test_the_cost_is_priced_from_the_facts_whatever_the_line_says(tmp_path: Path) -> None:
+    """A cost is not recorded, it is priced (and prices change between releases): the line's is
+    replaced by this process's price of the facts' tokens, never taken as it is."""
+    source, target = tmp_path / "source.db", tmp_path / "target.db"
+    record(source)
+    for cost in (12.5, None):
+        lines = edited(exported(source, "r"), summary(cost=cost))
+        with SQLiteEventStore(target) as store:
+            import_runs(store, lines)
+            assert store.run("r").summary.cost == 0.00072
+            store.close()
+        target.unlink()
