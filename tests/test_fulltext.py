@@ -227,11 +227,17 @@ def test_stores_indexing_at_once_index_each_fact_once(backend: Backend) -> None:
     assert len(hits) == len({(h[0], h[1]) for h in hits}) == 300
 
 
+def _text_search(steps: list[Any]) -> int:
+    """The version that brought the search over the facts' text."""
+    return int(next(version for version, name, _ in steps if name == "fact text search"))
+
+
 def _previous_schema(backend: Backend, monkeypatch: pytest.MonkeyPatch) -> Any:
     """A store on a log made by the previous schema version (its JSON index filled on SQLite,
     as the last release's search left it), its facts recorded by this store."""
-    monkeypatch.setattr(migrations, "MIGRATIONS", migrations.MIGRATIONS[:-1])
-    monkeypatch.setattr(pg_schema, "MIGRATIONS", pg_schema.MIGRATIONS[:-1])
+    for module in (migrations, pg_schema):  # the migrations before the text search's
+        kept = [m for m in module.MIGRATIONS if m[0] < _text_search(module.MIGRATIONS)]
+        monkeypatch.setattr(module, "MIGRATIONS", kept)
     old: Any = backend.open()
     for run_id, events in FACTS.items():
         old.create_run(run_id, f"task {run_id}", events=events)
