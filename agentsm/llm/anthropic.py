@@ -188,22 +188,12 @@ class AnthropicCaller(ProviderCaller):
         }
 
     def _checked_thinking(self, thinking: Thinking | None) -> str | int | dict[str, Any] | None:
-        if isinstance(thinking, int) and not isinstance(thinking, bool) and 0 < thinking < 1024:
-            raise BuildError(
-                f"thinking={thinking} is under the least thinking budget of the API (1024 "
-                "tokens); give 1024 or more, or a level ('low', 'medium', 'high')."
-            )
+        refuse_small_budget(thinking, "the API")
         return super()._checked_thinking(thinking)
 
     def _budget(self) -> int | None:
         """The thinking budget in tokens, None without one."""
-        thinking = self.thinking
-        if isinstance(thinking, str):
-            return THINKING_BUDGETS[thinking]
-        if isinstance(thinking, dict):
-            budget = thinking.get("budget_tokens")
-            return budget if isinstance(budget, int) and not isinstance(budget, bool) else None
-        return thinking
+        return claude_budget(self.thinking)
 
     def _thinking(self) -> dict[str, Any] | None:
         """The request's `thinking` object, None when thinking is off."""
@@ -402,6 +392,26 @@ def _cache(cache: str | Iterable[str] | None) -> str | tuple[str, ...]:
             "cache=('system', 'tools')."
         )
     return tuple(n for n in CACHE_PARTS if n in names)
+
+
+def refuse_small_budget(thinking: object, where: str) -> None:
+    """A Claude thinking budget under the least one (1024 tokens) is refused when it is set."""
+    if isinstance(thinking, int) and not isinstance(thinking, bool) and 0 < thinking < 1024:
+        raise BuildError(
+            f"thinking={thinking} is under the least thinking budget of {where} (1024 tokens); "
+            "give 1024 or more, or a level ('low', 'medium', 'high')."
+        )
+
+
+def claude_budget(thinking: str | int | dict[str, Any] | None) -> int | None:
+    """The thinking budget in tokens that a Claude `thinking=` setting asks for (a level, a
+    number, or the API's own object with `budget_tokens`), None without one."""
+    if isinstance(thinking, str):
+        return THINKING_BUDGETS[thinking]
+    if isinstance(thinking, dict):
+        budget = thinking.get("budget_tokens")
+        return budget if isinstance(budget, int) and not isinstance(budget, bool) else None
+    return thinking
 
 
 def _served(message: Any) -> dict[str, str]:

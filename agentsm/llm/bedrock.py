@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal, Self
 from ..errors import BuildError
 from ._boto import AsyncBedrock, classify_aws
 from ._converse import Assembly, converse_messages, converse_tools, model_family, read_message
-from .anthropic import THINKING_BUDGETS
+from .anthropic import claude_budget, refuse_small_budget
 from .errors import NetworkError, ProviderError
 from .provider import ProviderCaller, Thinking, _json_object
 
@@ -174,21 +174,11 @@ class BedrockCaller(ProviderCaller):
         }
 
     def _checked_thinking(self, thinking: Thinking | None) -> str | int | dict[str, Any] | None:
-        if isinstance(thinking, int) and not isinstance(thinking, bool) and 0 < thinking < 1024:
-            raise BuildError(
-                f"thinking={thinking} is under the least thinking budget of Claude on Bedrock "
-                "(1024 tokens); give 1024 or more, or a level ('low', 'medium', 'high')."
-            )
+        refuse_small_budget(thinking, "Claude on Bedrock")
         return super()._checked_thinking(thinking)
 
     def _budget(self) -> int | None:
-        thinking = self.thinking
-        if isinstance(thinking, str):
-            return THINKING_BUDGETS[thinking]
-        if isinstance(thinking, dict):
-            budget = thinking.get("budget_tokens")
-            return budget if isinstance(budget, int) and not isinstance(budget, bool) else None
-        return thinking
+        return claude_budget(self.thinking)
 
     def _model_fields(self) -> dict[str, Any]:
         """`additionalModelRequestFields`: the caller's own, then the thinking setting."""
