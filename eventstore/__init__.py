@@ -4,8 +4,9 @@ about agents.
 Every exported name is imported on first use, so a command that lists a log pays for SQLite
 only (the migrations' sqlite-utils loads when a log needs migrating)."""
 
-import importlib
 from typing import TYPE_CHECKING, Any
+
+from .lazy import exports
 
 if TYPE_CHECKING:
     from .chain import ChainBreak, ChainReport
@@ -92,7 +93,7 @@ _LAZY: dict[str, tuple[str, ...]] = {
 _RENAMED = {"SCHEMA_VERSION": "LATEST"}
 """Names exported under another name than their module's."""
 
-_EXPORTS = {name: module for module, names in _LAZY.items() for name in names}
+_exported, __dir__ = exports(__name__, globals(), _LAZY, _RENAMED)
 
 
 def __getattr__(name: str) -> Any:
@@ -102,18 +103,4 @@ def __getattr__(name: str) -> Any:
         from .open import postgres_store_class
 
         return postgres_store_class()
-    module = _EXPORTS.get(name)
-    if module is None:
-        try:
-            return importlib.import_module(f"{__name__}.{name}")
-        except ModuleNotFoundError as e:
-            if e.name != f"{__name__}.{name}":
-                raise
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), _RENAMED.get(name, name))
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+    return _exported(name)

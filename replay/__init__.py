@@ -5,8 +5,9 @@ that. (OpenTelemetry export is `replay.otel`, with the `otel` extra.)
 
 Every exported name is imported on first use: `agentsm --help` needs none of them."""
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from eventstore.lazy import exports
 
 if TYPE_CHECKING:
     from agentsm.facts import Candidate
@@ -161,23 +162,4 @@ _LAZY: dict[str, tuple[str, ...]] = {
 }
 """Where each exported name lives, by module."""
 
-_EXPORTS = {name: module for module, names in _LAZY.items() for name in names}
-
-
-def __getattr__(name: str) -> Any:
-    """An exported name, or a submodule, imported on first use and kept."""
-    module = _EXPORTS.get(name)
-    if module is None:
-        try:
-            return importlib.import_module(f"{__name__}.{name}")
-        except ModuleNotFoundError as e:
-            if e.name != f"{__name__}.{name}":
-                raise
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = exports(__name__, globals(), _LAZY)
