@@ -1,7 +1,9 @@
 """The web viewer in a real browser (Debian's headless Chromium, driven by selenium through
 /usr/bin/chromedriver): open a run, pick a fact and see its memory; approve a waiting call
-and see the run go on; follow a run another process records. Skipped where Chromium is
-missing (a failure under CI=true, whose .ci/run installs it).
+and see the run go on; follow a run another process records; read a thread as a
+conversation, follow a turn to its run and find its branch; answer a turn's question on the
+thread page. Skipped where Chromium is missing (a failure under CI=true, whose .ci/run
+installs it).
 
 `AGENTSM_UI_SCREENSHOTS=docs/images` saves the screenshots the README shows."""
 
@@ -28,10 +30,12 @@ from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
 from agentsm import HumanInputRequired  # noqa: E402
 from eventstore import SQLiteEventStore  # noqa: E402
-from replay import decide  # noqa: E402
+from replay import branch_thread, decide  # noqa: E402
 from replay.cli import main  # noqa: E402
 from replay.ui import Server, Viewer, create_app  # noqa: E402
 
+from .outside_agent import make_agent as make_asking_agent  # noqa: E402
+from .thread_agent import make_agent as make_thread_agent  # noqa: E402
 from .ui_agent import ANSWER, make_agent  # noqa: E402
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -229,3 +233,81 @@ def test_follow_a_run_another_process_records(
     assert "→ Done" in texts(browser, ".pictures p")[0]
     browser.execute_script("window.scrollTo(0, document.body.scrollHeight / 3)")
     screenshot(browser, "ui-live.png", tmp_path)
+
+
+def test_a_thread_as_a_conversation_its_turns_runs_and_branch(
+    browser: webdriver.Chrome, serve: Callable[..., Server], tmp_path: Path
+) -> None:
+    db = str(tmp_path / "chat.db")
+    with SQLiteEventStore(db) as store:
+        thread = make_thread_agent("chat").store(store).thread("trip")
+        for text in ("Hello", "look up Oslo", "Thanks"):
+            thread.send(text)
+    branch_thread(db, "trip", 2, "look up Rome", make_thread_agent, new_thread_id="rome")
+    server = serve(db)
+    browser.get(server.url + "/")
+    wait(browser, "the runs", lambda d: find(d, "[data-testid=runs] tbody tr"))
+    (parent,) = texts(browser, "[data-testid=runs] tr[data-run='rome-2'] td:nth-child(8)")
+    assert parent.startswith("trip-1@") and parent.endswith(" turn 2 of thread rome")
+    browser.find_element(By.CSS_SELECTOR, "[data-testid=threads-link]").click()
+    wait(browser, "the threads", lambda d: find(d, "[data-testid=threads] tbody tr"))
+    cells = texts(browser, "[data-testid=threads] tr[data-thread=rome] td")
+    assert cells[:3] == ["rome", "2", "done"] and cells[-1] == "trip@2"
+    row = browser.find_element(By.CSS_SELECTOR, "[data-testid=threads] tr[data-thread=trip] a")
+    row.click()
+    turns = wait(browser, "the turns", lambda d: find(d, "[data-testid=turn]"))
+    assert [t.get_attribute("data-run") for t in turns] == ["trip-1", "trip-2", "trip-3"]
+    said = texts(browser, "[data-testid=turn] [data-testid=said-user] pre, [data-testid=reply] pre")
+    assert said == [
+        "Hello",
+        "Answer 1 to 'Hello'; earlier: nothing",
+        "look up Oslo",
+        "Answer 2 to 'look up Oslo'; earlier: Hello",
+        "Thanks",
+        "Answer 3 to 'Thanks'; earlier: Hello / look up Oslo",
+    ]
+    assert texts(browser, "[data-testid=turn] .turn-head [data-testid=status]") == ["done"] * 3
+    assert 'lookup({"city":"Oslo"})' in texts(browser, "[data-testid=calls]")[0]
+    branches = texts(browser, "[data-testid=branches] li")
+    assert len(branches) == 1 and "rome" in branches[0] and "at turn 2" in branches[0]
+    assert "look up Rome" in texts(browser, "[data-turn='2'] [data-testid=branched-here]")[0]
+    screenshot(browser, "ui-thread.png", tmp_path)
+    turns[1].find_element(By.CSS_SELECTOR, "[data-testid=turn-run]").click()
+    wait(browser, "the turn's run", lambda d: texts(d, "[data-testid=run-id]") == ["trip-2"])
+    assert "Turn 2 of thread trip" in texts(browser, "[data-testid=thread-turn]")[0]
+    assert texts(browser, "[data-testid=task]") == ["look up Oslo"]
+    browser.find_element(By.CSS_SELECTOR, "[data-testid=thread-turn] a").click()
+    wait(browser, "the thread again", lambda d: find(d, "[data-turn='2'].picked"))
+    browser.find_element(By.CSS_SELECTOR, "[data-testid=branches] a").click()
+    origin = wait(browser, "where the branch came from", lambda d: texts(d, "[data-testid=origin]"))
+    assert "Branched from thread trip at turn 2" in origin[0]
+    turns = find(browser, "[data-testid=turn]")
+    assert [t.get_attribute("data-run") for t in turns] == ["trip-1", "rome-2"]
+    assert "shared with thread trip" in turns[0].text
+    assert "Answer 2 to 'look up Rome'; earlier: Hello" in turns[1].text
+
+
+QUESTION = "[data-turn='1'] [data-testid=question]"
+
+
+def test_answer_a_turns_question_on_the_thread_page_and_see_the_turn_go_on(
+    browser: webdriver.Chrome, serve: Callable[..., Server], tmp_path: Path
+) -> None:
+    db = str(tmp_path / "ask.db")
+    with SQLiteEventStore(db) as store:
+        thread = make_asking_agent("chat").store(store).thread("desk")
+        with pytest.raises(HumanInputRequired):
+            thread.send("ask me the city")
+    server = serve(db, allow_write=True, builder=make_asking_agent)
+    browser.get(f"{server.url}/#/thread/desk")
+    asked = wait(browser, "the question", lambda d: find(d, QUESTION))
+    assert "Which city?" in asked[0].text
+    assert texts(browser, ".turn-head [data-testid=status]") == ["waiting"]
+    asked[0].find_element(By.CSS_SELECTOR, "[data-testid=answer-text]").send_keys("Lyon")
+    asked[0].find_element(By.CSS_SELECTOR, "[data-testid=answer]").click()
+    reply = wait(browser, "the answer", lambda d: texts(d, "[data-testid=reply] pre"))
+    assert reply == ["Heard: SUCCESS: Lyon"]  # the viewer's agent went on with the answer
+    assert texts(browser, ".turn-head [data-testid=status]") == ["done"]
+    said = texts(browser, "[data-testid=during] pre")
+    assert said == ["Which city?", "Lyon"]  # the agent asked, the person answered
+    assert not find(browser, "[data-testid=question]")

@@ -1,5 +1,6 @@
 """The read side of the JSON API: the catalog, search, one run (facts, diagram, timeline),
-memory and conversation at a seq, lineage and diffs. Nothing here writes to the log."""
+memory and conversation at a seq, lineage and diffs, threads. Nothing here writes to the
+log."""
 
 from __future__ import annotations
 
@@ -10,12 +11,12 @@ from fastapi import APIRouter, Depends, Query, Request
 from eventstore import Searchable
 
 from ..cli_common import parse_since
-from ..cli_list import SEARCHED, STATUSES, run_record, select
+from ..cli_list import SEARCHED, STATUSES, select
 from ..conversation import conversation_at
 from ..recording import Recording
 from ..source import agent_of
 from ..timetravel import memory_at
-from . import views
+from . import threads, views
 
 __all__ = ["router", "viewer_of"]
 
@@ -68,7 +69,7 @@ def runs(
     newest = list(reversed(found))[offset:]
     page = newest[:limit]
     return {
-        "runs": [run_record(r) for r in page],
+        "runs": [views.record_of(r) for r in page],
         "offset": offset,
         "next_offset": offset + limit if len(newest) > limit else None,
     }
@@ -156,3 +157,28 @@ def diff(viewer: ViewerDep, a: str, b: str) -> dict[str, Any]:
     """Two runs compared (`agentsm diff`): how they relate, where they part, each one's facts
     from there, and their outcomes side by side."""
     return views.diff_of(viewer.store, a, b)
+
+
+@router.get("/threads")
+def thread_list(
+    viewer: ViewerDep,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 50,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> dict[str, Any]:
+    """The conversations of the log, the last updated first, one page at a time, each as
+    `agentsm threads --json` gives it (turns, status, last run, message, answer, error,
+    updated, the thread and turn it was branched from); read from the catalog alone."""
+    found = threads.thread_list(viewer.store)[offset:]
+    return {
+        "threads": found[:limit],
+        "offset": offset,
+        "next_offset": offset + limit if len(found) > limit else None,
+    }
+
+
+@router.get("/threads/{thread}")
+def thread(viewer: ViewerDep, thread: str) -> dict[str, Any]:
+    """One thread as a conversation: its entry in the list, each turn in order (message,
+    what was said while it ran, answer or error, status, run, what it waits on) and the
+    threads branched from it. 404 for a thread the log does not hold."""
+    return threads.thread_detail(viewer.store, thread)

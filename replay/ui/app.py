@@ -16,6 +16,7 @@ from starlette.middleware.trustedhost import TrustedHostMiddleware
 from agentsm import AgentError
 from eventstore import EventStore, StoreError, UnknownRun
 
+from ..errors import UnknownThread
 from ..source import Builder, open_store
 from . import actions, api, live
 
@@ -87,6 +88,10 @@ def create_app(viewer: Viewer, *, hosts: Sequence[str] = LOOPBACK_HOSTS) -> Fast
 
     @app.exception_handler(UnknownRun)
     async def unknown(request: Request, error: UnknownRun) -> JSONResponse:
+        return JSONResponse({"detail": _one_line(error)}, status_code=404)
+
+    @app.exception_handler(UnknownThread)
+    async def unknown_thread(request: Request, error: UnknownThread) -> JSONResponse:
         return JSONResponse({"detail": _one_line(error)}, status_code=404)
 
     @app.exception_handler(StoreError)

@@ -15,9 +15,10 @@ from agentsm.pictures.family import family_of
 from agentsm.pictures.layout import lay_out
 from agentsm.states.waiting import human_requests
 from agentsm.subagent import subagent_of, with_waiting_children
+from agentsm.threads import thread_mark
 from agentsm.trace import TraceEntry
 from agentsm.types import TERMINAL_STATES
-from eventstore import EventStore
+from eventstore import EventStore, RunRecord
 
 from ..cli_list import run_record
 from ..diffing import diff_runs
@@ -28,8 +29,10 @@ __all__ = [
     "diff_of",
     "entry_of",
     "lineage_of",
+    "record_of",
     "run_detail",
     "timeline_of",
+    "waiting_of",
 ]
 
 Table = Mapping[tuple[str, str], str]
@@ -52,31 +55,43 @@ def entry_of(e: TraceEntry) -> dict[str, Any]:
     }
 
 
+def record_of(record: RunRecord) -> dict[str, Any]:
+    """A run as the viewer lists it: what `agentsm runs --json` gives, and its place in a
+    thread (`thread`: id, turn, previous, previous_seq, branched_from), None for a run that is
+    no turn."""
+    return {**run_record(record), "thread": thread_mark(record)}
+
+
+def waiting_of(store: EventStore, recording: Recording) -> tuple[str, list[dict[str, Any]]]:
+    """Where a run stands now: its state, and what it waits on, as `replay.pending_requests`
+    gives it (decisions on calls, answers to questions), numbered from 1 as the CLI's #N."""
+    if not recording.entries:
+        return "Idle", []
+    memory, state = fold_with_state(e.fact for e in recording.entries)
+    asking = with_waiting_children(store, human_requests(recording.run_id, memory, state))
+    return str(state), [
+        {
+            "number": n,
+            "call_id": r.call.id,
+            "name": r.call.name,
+            "args": r.call.args,
+            "reason": r.reason,
+            "kind": r.kind,
+        }
+        for n, r in enumerate(asking, start=1)
+    ]
+
+
 def run_detail(store: EventStore, run_id: str) -> dict[str, Any]:
     """A run's catalog entry, where it stands now (state, what it waits on, as
     `replay.pending_requests` gives it: decisions on calls, answers to questions) and its
     facts."""
     recording = Recording.load(store, run_id)
-    state = "Idle"
-    waiting: list[dict[str, Any]] = []
-    if recording.entries:
-        memory, state = fold_with_state(e.fact for e in recording.entries)
-        asking = with_waiting_children(store, human_requests(recording.run_id, memory, state))
-        waiting = [
-            {
-                "number": n,
-                "call_id": r.call.id,
-                "name": r.call.name,
-                "args": r.call.args,
-                "reason": r.reason,
-                "kind": r.kind,
-            }
-            for n, r in enumerate(asking, start=1)
-        ]
+    state, waiting = waiting_of(store, recording)
     return {
-        "run": run_record(recording.run),
+        "run": record_of(recording.run),
         "last_seq": recording.run.last_seq,
-        "state": str(state),
+        "state": state,
         "waiting": waiting,
         "facts": [entry_of(e) for e in recording.entries],
     }
@@ -229,16 +244,17 @@ def timeline_of(entries: Sequence[TraceEntry]) -> dict[str, Any]:
 def lineage_of(store: EventStore, run_id: str) -> list[dict[str, Any]]:
     """The run's family from its root, depth first: each run with its depth, the seq of its
     parent where it parted (or, for a sub-agent run, `subagent`, the tool whose call at that
-    seq started it) and the changes its RunBranched fact names."""
+    seq started it; for a thread's turn, `thread`, its place) and the changes its RunBranched
+    fact names."""
     out = []
     for record, depth in family_of(store, run_id):
         changes: list[str] = []
-        if record.parent_id and subagent_of(record) is None:
+        if record.parent_id and subagent_of(record) is None and thread_mark(record) is None:
             upto = (record.branch_seq or 0) + 1  # RunBranched follows the parent's facts
             for e in Recording.load(store, record.run_id, upto=upto + 1).entries:
                 if isinstance(e.fact, f.RunBranched):
                     changes = list(e.fact.changes)
-        out.append({**run_record(record), "depth": depth, "changes": changes})
+        out.append({**record_of(record), "depth": depth, "changes": changes})
     return out
 
 

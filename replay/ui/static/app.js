@@ -1,4 +1,5 @@
-// The viewer's pages: #/ (runs), #/run/ID[/SEQ] (one run), #/diff/A/B (two runs).
+// The viewer's pages: #/ (runs), #/run/ID[/SEQ] (one run), #/diff/A/B (two runs),
+// #/threads (the conversations), #/thread/ID[/TURN] (one conversation).
 "use strict";
 
 const state = { info: null, live: null };
@@ -26,5 +27,7 @@ function route() {
   const main = clear(document.getElementById("main"));
   if (parts[0] === "run" && parts[1]) runPage(main, parts[1], Number(parts[2]) || null);
   else if (parts[0] === "diff" && parts[1] && parts[2]) diffPage(main, parts[1], parts[2]);
+  else if (parts[0] === "threads") threadsPage(main, new URLSearchParams(parts[1] || ""));
+  else if (parts[0] === "thread" && parts[1]) threadPage(main, parts[1], Number(parts[2]) || null);
   else runsPage(main, new URLSearchParams(parts[0] === "runs" ? parts[1] || "" : ""));
 }

@@ -1,5 +1,5 @@
 // One run (#/run/ID[/SEQ]): diagram, timeline, facts, memory and conversation at a fact,
-// decisions and branches, branch family, and live facts.
+// decisions and branches, branch family (a thread's turns as a line), and live facts.
 "use strict";
 
 async function runPage(main, runId, pickedSeq) {
@@ -61,7 +61,10 @@ function renderHead(view, detail) {
     el("p", { class: "muted" },
       `state ${detail.state} · ${detail.last_seq} facts · ${r.steps} steps · ${r.input_tokens + r.output_tokens} tokens` +
       (r.model ? ` · ${r.model}` : "") + ` · started ${when(r.created_at)}`),
-    r.parent_id ? el("p", {}, "Branched from ", el("a", { href: `#/run/${encodeURIComponent(r.parent_id)}/${r.branch_seq}`, class: "mono", text: r.parent_id }), ` at seq ${r.branch_seq} · `,
+    r.thread ? el("p", { "data-testid": "thread-turn" }, `Turn ${r.thread.turn} of thread `, el("a", { href: `#/thread/${encodeURIComponent(r.thread.id)}/${r.thread.turn}`, class: "mono", text: r.thread.id }),
+      r.thread.previous ? el("span", { class: "muted" }, " · after ", el("a", { href: `#/run/${encodeURIComponent(r.thread.previous)}`, class: "mono", text: r.thread.previous }), ` (seq ${r.thread.previous_seq})`) : null,
+      r.thread.branched_from ? el("span", { class: "muted" }, " · its thread was branched from thread ", el("a", { href: `#/thread/${encodeURIComponent(r.thread.branched_from)}/${r.thread.turn}`, class: "mono", text: r.thread.branched_from }), ` at turn ${r.thread.turn}`) : null)
+    : r.parent_id ? el("p", {}, "Branched from ", el("a", { href: `#/run/${encodeURIComponent(r.parent_id)}/${r.branch_seq}`, class: "mono", text: r.parent_id }), ` at seq ${r.branch_seq} · `,
       el("a", { href: `#/diff/${encodeURIComponent(r.parent_id)}/${encodeURIComponent(r.run_id)}`, text: "compare with its parent" })) : null,
     r.answer ? el("div", { class: "answer", "data-testid": "answer" }, el("strong", { text: "Answer: " }), el("span", { text: r.answer })) : null,
     r.error ? el("div", { class: "answer error" }, el("strong", { text: "Error: " }), el("span", { text: r.error })) : null,
@@ -75,48 +78,53 @@ function renderActions(view, detail) {
   const disabled = state.info && state.info.allow_write ? null : true;
   if (!STOPPED.includes(detail.run.status)) view.actions.append(stopButton(view, disabled));
   if (!detail.waiting.length) return;
-  view.actions.append(el("h2", { text: "Waiting for a human" }));
-  for (const w of detail.waiting) {
-    if (w.kind === "question") {
-      view.actions.append(answerBox(view, w, disabled));
-      continue;
+  view.actions.append(el("h2", { text: "Waiting for a human" }),
+    ...waitingBoxes(view.runId, detail.waiting, () => loadRun(view)));
+}
+
+// what a run waits on, each with its box: approve, reject or modify a call; answer a question.
+// `reload` shows the page again once it is recorded. (The run page and the thread page.)
+function waitingBoxes(runId, waiting, reload) {
+  const disabled = state.info && state.info.allow_write ? null : true;
+  return waiting.map((w) => w.kind === "question" ? answerBox(runId, w, disabled, reload) : decisionBox(runId, w, disabled, reload));
+}
+
+function decisionBox(runId, w, disabled, reload) {
+  const note = el("input", { placeholder: "note (optional)", size: 20 });
+  const args = el("textarea", { rows: 2, cols: 40, "data-testid": "modify-args" });
+  args.value = JSON.stringify(w.args);
+  const decide = async (verdict) => {
+    const body = { verdict, call: `#${w.number}`, note: note.value };
+    if (verdict === "modified") {
+      try { body.args = JSON.parse(args.value); } catch (e) { return toast(`The arguments are not JSON: ${e.message}`, true); }
     }
-    const note = el("input", { placeholder: "note (optional)", size: 20 });
-    const args = el("textarea", { rows: 2, cols: 40, "data-testid": "modify-args" });
-    args.value = JSON.stringify(w.args);
-    const decide = async (verdict) => {
-      const body = { verdict, call: `#${w.number}`, note: note.value };
-      if (verdict === "modified") {
-        try { body.args = JSON.parse(args.value); } catch (e) { return toast(`The arguments are not JSON: ${e.message}`, true); }
-      }
-      try {
-        const done = await post(`/api/runs/${encodeURIComponent(view.runId)}/decision`, body);
-        toast(`${verdict}: ${done.next}`);
-        await loadRun(view);
-      } catch (e) {
-        toast(e.message, true);
-      }
-    };
-    view.actions.append(el("div", { class: "waiting", "data-testid": "waiting" },
-      el("p", {}, el("strong", { text: `#${w.number} ${w.name}` }), " ", el("code", { text: JSON.stringify(w.args) }), el("span", { class: "muted", text: ` — ${w.reason}` })),
-      el("button", { "data-testid": "approve", disabled, onclick: () => decide("approved"), text: "Approve" }),
-      el("button", { "data-testid": "reject", disabled, onclick: () => decide("rejected"), text: "Reject" }),
-      args,
-      el("button", { "data-testid": "modify", disabled, onclick: () => decide("modified"), text: "Approve with these arguments" }),
-      note,
-      disabled ? el("p", { class: "muted", text: "Read-only: start agentsm ui --allow-write to decide here." }) : null));
-  }
+    try {
+      const done = await post(`/api/runs/${encodeURIComponent(runId)}/decision`, body);
+      toast(`${verdict}: ${done.next}`);
+      await reload();
+    } catch (e) {
+      toast(e.message, true);
+    }
+  };
+  return el("div", { class: "waiting", "data-testid": "waiting" },
+    el("p", {}, el("strong", { text: `#${w.number} ${w.name}` }), " ", el("code", { text: JSON.stringify(w.args) }), el("span", { class: "muted", text: ` — ${w.reason}` })),
+    el("button", { "data-testid": "approve", disabled, onclick: () => decide("approved"), text: "Approve" }),
+    el("button", { "data-testid": "reject", disabled, onclick: () => decide("rejected"), text: "Reject" }),
+    args,
+    el("button", { "data-testid": "modify", disabled, onclick: () => decide("modified"), text: "Approve with these arguments" }),
+    note,
+    disabled ? el("p", { class: "muted", text: "Read-only: start agentsm ui --allow-write to decide here." }) : null);
 }
 
 // a question the run asked a person: the answer becomes the call's result (or ctx.ask's value)
-function answerBox(view, w, disabled) {
+function answerBox(runId, w, disabled, reload) {
   const text = el("textarea", { rows: 2, cols: 50, placeholder: "your answer", "data-testid": "answer-text" });
   const send = async () => {
     if (!text.value.trim()) return toast("Write an answer first.", true);
     try {
-      const done = await post(`/api/runs/${encodeURIComponent(view.runId)}/answer`, { text: text.value, call: `#${w.number}` });
+      const done = await post(`/api/runs/${encodeURIComponent(runId)}/answer`, { text: text.value, call: `#${w.number}` });
       toast(`answered: ${done.next}`);
-      await loadRun(view);
+      await reload();
     } catch (e) {
       toast(e.message, true);
     }
@@ -256,8 +264,9 @@ function renderLineage(view, lineage) {
       el("a", { href: `#/run/${encodeURIComponent(r.run_id)}`, class: "mono", text: r.run_id }), " ", statusBadge(r.status),
       r.subagent ? el("span", { class: "badge", "data-testid": "subagent", text: `sub-agent ${r.subagent}` }) : null,
       r.subagent ? el("span", { class: "muted", text: ` started by the call at seq ${r.branch_seq} ` })
+        : r.thread ? el("span", { class: "muted" }, ` turn ${r.thread.turn} of thread `, el("a", { href: `#/thread/${encodeURIComponent(r.thread.id)}/${r.thread.turn}`, class: "mono", text: r.thread.id }), r.thread.branched_from ? ` (branched from ${r.thread.branched_from}) ` : " ")
         : r.parent_id ? el("span", { class: "muted", text: ` parted at seq ${r.branch_seq}${r.changes.length ? ", changed " + r.changes.join(", ") : ""} ` }) : " ",
-      r.parent_id && !r.subagent ? el("a", { href: `#/diff/${encodeURIComponent(r.parent_id)}/${encodeURIComponent(r.run_id)}`, text: "diff" }) : null,
+      r.parent_id && !r.subagent && !r.thread ? el("a", { href: `#/diff/${encodeURIComponent(r.parent_id)}/${encodeURIComponent(r.run_id)}`, text: "diff" }) : null,
       el("span", { class: "muted", text: ` ${r.answer || r.error || ""}` })));
   }
   view.lineage.append(list);

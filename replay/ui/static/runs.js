@@ -1,4 +1,5 @@
-// The runs page (#/ and #/runs/FILTERS): the catalog with filters, pages and full-text search.
+// The runs page (#/ and #/runs/FILTERS): the catalog with filters, pages and full-text search;
+// a thread's turn says which (a link to the thread page).
 "use strict";
 
 async function runsPage(main, params) {
@@ -24,7 +25,7 @@ async function runsPage(main, params) {
     const q = new FormData(search).get("q");
     location.hash = q ? `#/runs/${new URLSearchParams({ q }).toString()}` : "#/";
   });
-  main.append(el("h1", { text: "Runs" }), form, search);
+  main.append(el("h1", {}, "Runs ", el("a", { href: "#/threads", class: "small", "data-testid": "threads-link", text: "threads →" })), form, search);
   const box = el("div", {});
   main.append(box);
   if (params.get("q")) return searchResults(box, params.get("q"));
@@ -64,12 +65,19 @@ function runsTable(runs) {
       el("td", { text: r.model || "" }),
       el("td", { text: when(r.created_at) }),
       el("td", {}, r.parent_id ? el("a", { href: `#/run/${encodeURIComponent(r.parent_id)}`, class: "mono", text: `${r.parent_id}@${r.branch_seq}` }) : "",
-        r.subagent ? el("span", { class: "muted", text: ` sub-agent ${r.subagent}` }) : null),
+        r.subagent ? el("span", { class: "muted", text: ` sub-agent ${r.subagent}` }) : null,
+        r.thread ? turnOf(r.thread) : null),
       el("td", { class: r.error ? "wide error" : "wide", text: r.answer || (r.error ? `error: ${r.error}` : "") }),
     ));
   }
   table.append(body);
   return table;
+}
+
+// a thread's turn: which one, of which thread (the thread page one click away)
+function turnOf(mark) {
+  return el("span", { class: "turn-of", "data-testid": "turn-of" }, ` turn ${mark.turn} of thread `,
+    el("a", { href: `#/thread/${encodeURIComponent(mark.id)}/${mark.turn}`, class: "mono", text: mark.id }));
 }
 
 async function searchResults(box, q) {
