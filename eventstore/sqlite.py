@@ -69,8 +69,9 @@ class SQLiteEventStore:
     first: the catalog records the driving process and a lease of `lease` seconds that this
     store renews while it holds the run; another live driver's run is refused.
 
-    Writes are committed by the store's writer thread (`eventstore.writer`): a caller waits for
-    its commit (`append`) or awaits it (`append_async`, which never blocks an event loop), and
+    A write is committed at once on the caller's thread when nothing else is writing, else by
+    the store's writer thread (`eventstore.writer`): a caller waits for its commit (`append`) or
+    awaits it (`append_async`, which never makes an event loop wait for a lock or the disk), and
     writes from several threads or tasks that arrive together share one transaction.
     `threaded=False` commits each write on the caller's thread instead, for a store one thread
     uses alone (a replay's scratch store): no thread hop, no group commit.
@@ -971,6 +972,10 @@ class SQLiteEventStore:
         sync = durable and self._durability == "full" and self.path != ":memory:"
         if not self.threaded:
             return self._writer.commit_now(write, what, sync=sync)
+        if not sync:  # a commit that does not wait for the disk is cheaper than a thread hop
+            done = self._writer.try_now(write, what, busy_timeout=self.busy_timeout)
+            if done is not None:
+                return done
         return self._writer.submit(write, what, sync=sync)
 
     @property

@@ -1,6 +1,8 @@
 """The writer: one thread per store that commits its writes, so that no caller's thread (an
 event loop's least of all) waits on SQLite's lock or disk, and writes that arrive together share
-one transaction (group commit).
+one transaction (group commit). A write that would wait for nothing (no other thread committing,
+no other process holding the database, no sync to disk) is committed at once on the caller's
+thread instead (`try_now`): handing it to the thread and back costs more than the commit.
 
 Each write runs in a savepoint of its own inside the group's transaction: one that fails (a
 `ConcurrencyError`, an unknown run) is undone alone and reported to its caller alone, the others
@@ -80,6 +82,39 @@ class Writer:
         self._commit([_Job(write, what, sync, future)])
         return future
 
+    def try_now(
+        self,
+        write: Callable[[sqlite3.Connection], Any],
+        what: str,
+        *,
+        busy_timeout: float,
+    ) -> Future[Any] | None:
+        """Commit `write` at once on the caller's thread when nothing else is writing: no
+        thread hop, which costs more than the commit itself. None, with nothing done, when the
+        store's lock is taken (the writer thread, or another thread, is committing) or another
+        process holds the database's: then `submit` it. The database's lock is tried without
+        waiting (an event loop must not sit in SQLite's busy handler), then the connection's
+        wait of `busy_timeout` seconds is set back."""
+        from concurrent.futures import Future
+
+        if not self._lock.acquire(blocking=False):
+            return None
+        try:
+            conn = self._conn
+            conn.execute("PRAGMA busy_timeout = 0")
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError:
+                return None  # locked by another process: the writer thread waits for it
+            finally:
+                conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+            future: Future[Any] = Future()
+            future.set_running_or_notify_cancel()
+            self._commit([_Job(write, what, False, future)], begun=True)
+            return future
+        finally:
+            self._lock.release()
+
     def on_thread(self) -> bool:
         """Whether the caller is the writer's own thread."""
         return self._thread is not None and threading.current_thread() is self._thread
@@ -91,7 +126,8 @@ class Writer:
         if wait and thread is not None and thread is not threading.current_thread():
             thread.join()
 
-    def _commit(self, group: list[_Job]) -> None:
+    def _commit(self, group: list[_Job], *, begun: bool = False) -> None:
+        """Run `group` in one transaction (`begun`: its `BEGIN IMMEDIATE` was run already)."""
         conn = self._conn
         outcomes: list[tuple[bool, Any]] = []
         sync = any(job.sync for job in group)
@@ -101,7 +137,8 @@ class Writer:
                 if sync:
                     conn.execute("PRAGMA synchronous = FULL")
                 try:
-                    conn.execute("BEGIN IMMEDIATE")
+                    if not begun:
+                        conn.execute("BEGIN IMMEDIATE")
                     try:
                         for job in group:
                             outcomes.append(_attempt(conn, job, alone=len(group) == 1))

@@ -1,5 +1,6 @@
-"""The store's writer: commits never run on the caller's event loop, writes that arrive together
-share one transaction, and one write's failure is its own."""
+"""The store's writer: a commit never makes the caller's event loop wait for a lock (it is made
+at once when nothing else writes, else by the writer thread), writes that arrive together while
+another is being committed share one transaction, and one write's failure is its own."""
 
 from __future__ import annotations
 
@@ -42,19 +43,30 @@ def test_appends_that_arrive_together_share_one_transaction_each_checked_alone(
         store.create_run(run, "task", events=[ev("A")])
     before = store.transactions
 
+    held, let_go = threading.Event(), threading.Event()
+
+    def hold() -> None:  # another thread is committing: no append below can commit at once
+        with store._lock:
+            held.set()
+            let_go.wait()
+
     async def main() -> list[int | BaseException]:
-        with store._lock:  # the writer waits for it, so every append below joins one group
-            pending = [
-                asyncio.ensure_future(store.append_async("a", 1, [ev("B"), ev("C")])),
-                asyncio.ensure_future(store.append_async("b", 1, [ev("B")], status="done")),
-                asyncio.ensure_future(store.append_async("c", 0, [ev("X")])),  # stale
-                asyncio.ensure_future(store.append_async("nope", 0, [ev("X")])),  # unknown
-                asyncio.ensure_future(store.append_async("d", 1, [ev("B")])),
-            ]
-            await asyncio.sleep(0)  # each append task runs up to its submission to the writer
+        pending = [
+            asyncio.ensure_future(store.append_async("a", 1, [ev("B"), ev("C")])),
+            asyncio.ensure_future(store.append_async("b", 1, [ev("B")], status="done")),
+            asyncio.ensure_future(store.append_async("c", 0, [ev("X")])),  # stale
+            asyncio.ensure_future(store.append_async("nope", 0, [ev("X")])),  # unknown
+            asyncio.ensure_future(store.append_async("d", 1, [ev("B")])),
+        ]
+        await asyncio.sleep(0)  # each append task runs up to its submission to the writer
+        let_go.set()  # the writer waited for the lock, so every append joins one group
         return await asyncio.gather(*pending, return_exceptions=True)
 
+    holder = threading.Thread(target=hold)
+    holder.start()
+    held.wait()
     results = asyncio.run(main())
+    holder.join()
     assert results[:2] == [3, 2] and results[4] == 2
     assert isinstance(results[2], ConcurrencyError) and isinstance(results[3], UnknownRun)
     assert store.transactions - before <= 2  # the first may have been taken alone
@@ -188,3 +200,16 @@ def test_a_finished_loop_leaves_no_waker_behind() -> None:
         assert asyncio.run(wait_once()) == 1
     gc.collect()
     assert len(wakeups._wakers) == before
+
+
+def test_a_commit_made_at_once_leaves_the_stores_wait_for_a_lock_as_it_was(tmp_path: Path) -> None:
+    db = tmp_path / "log.db"
+    store = SQLiteEventStore(db, busy_timeout=5)
+    store.create_run("r", "task", events=[ev("A")])
+    assert asyncio.run(store.append_async("r", 1, [ev("B")])) == 2  # nothing else writes
+    other = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
+    other.execute("BEGIN IMMEDIATE")
+    threading.Timer(0.2, lambda: other.execute("COMMIT")).start()
+    assert store.append("r", 2, [ev("C")]) == 3  # waited for the other process, did not fail
+    other.close()
+    assert [e.kind for e in store.read("r")] == ["A", "B", "C"]
