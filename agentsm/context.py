@@ -23,6 +23,7 @@ from .frozen import thaw
 from .llm.base import LlmCaller
 from .memory import AgentMemory
 from .outputs import AgentOutput, ToolFinished, ToolStarted
+from .progress import CallReports
 from .questions import handler_question
 from .recorder import Recorder
 from .tool_context import ToolContext, _current
@@ -297,11 +298,16 @@ class RunContext:
         self.record(f.ToolCallStarted(index=place, call=call))
         return None, place
 
-    def _tool_context(self, call: ToolCall, position: int | None, seq: int) -> ToolContext:
+    def _tool_context(
+        self, call: ToolCall, position: int | None, seq: int, reports: CallReports
+    ) -> ToolContext:
+        step = self.memory.step
         if position is None:  # not a planned call (a custom handler's): keyed by its start
             key = f"{self.run_id}-seq{seq}"
-            return ToolContext(self.run_id, call.id, call.name, self.memory.step, 0, key, seq)
-        return ToolContext(self.run_id, call.id, call.name, self.memory.step, position, seq=seq)
+            return ToolContext(self.run_id, call.id, call.name, step, 0, key, seq, reports)
+        return ToolContext(
+            self.run_id, call.id, call.name, step, position, seq=seq, on_report=reports
+        )
 
     def _real(self, call: ToolCall, position: int) -> ToolCall:
         """The call with the real arguments redaction kept from the log (the n-th of the plan's
@@ -318,8 +324,9 @@ class RunContext:
         positions = [position for position, _ in places]
         await self.commit()
         first_seq = self._recorder.seq - len(calls) + 1
+        reports = [CallReports(c, self._emit) for c in calls]
         contexts = [
-            self._tool_context(c, p, first_seq + i)
+            self._tool_context(c, p, first_seq + i, reports[i])
             for i, (c, p) in enumerate(zip(calls, positions, strict=True))
         ]
         for call in calls:
@@ -349,9 +356,10 @@ class RunContext:
             done = [await timed(calls[0], contexts[0])]
         else:
             done = list(await asyncio.gather(*map(timed, calls, contexts)))
-        for call, (_, place), (outcome, ms) in zip(calls, places, done, strict=True):
+        for call, (_, place), (outcome, ms), said in zip(calls, places, done, reports, strict=True):
+            counts = said.settled()  # how many reports it made: measured, not facts
             if outcome.known:  # else it stays in flight: a human says whether it took effect
-                outcome = self._record_result(call, place, outcome, ms)
+                outcome = self._record_result(call, place, outcome, {"duration_ms": ms, **counts})
             self.emit(ToolFinished(call, outcome.observation, outcome.success))
         if stops:
             await self.commit()
@@ -359,19 +367,19 @@ class RunContext:
         return all(outcome.known for outcome, _ in done)
 
     def _record_result(
-        self, call: ToolCall, place: int, outcome: ToolOutcome, ms: float
+        self, call: ToolCall, place: int, outcome: ToolOutcome, metrics: dict[str, Any]
     ) -> ToolOutcome:
-        """Record a call's outcome (naming the call by its place); one that cannot be stored
-        is recorded as a failure saying why, which is what the LLM then sees."""
+        """Record a call's outcome (naming the call by its place) with its measurements; one
+        that cannot be stored is recorded as a failure saying why, which the LLM then sees."""
         try:
-            self.record(_executed(place, outcome), {"duration_ms": ms})
+            self.record(_executed(place, outcome), metrics)
             return outcome
         except UnrecordableFact as e:
             problem = e.problem
         outcome = ToolOutcome.failed(
             UNRECORDABLE, f"the output of '{call.name}' cannot be stored: {problem}"
         )
-        self.record(_executed(place, outcome), {"duration_ms": ms})
+        self.record(_executed(place, outcome), metrics)
         return outcome
 
     async def ask(self, question: str) -> str:

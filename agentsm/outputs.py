@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from .types import ApprovalRequest, ToolCall
 
@@ -17,6 +18,8 @@ __all__ = [
     "TextDelta",
     "TextRetracted",
     "ToolFinished",
+    "ToolPartial",
+    "ToolProgress",
     "ToolStarted",
     "TransitionTaken",
 ]
@@ -46,6 +49,34 @@ class ToolFinished:
     call: ToolCall
     observation: str
     success: bool
+
+
+@dataclass(frozen=True)
+class ToolProgress:
+    """A running tool said how it is going (`ctx.progress(text)`); not recorded, and not what
+    the LLM reads: its result is, in the `ToolFinished` that follows."""
+
+    call: ToolCall
+    text: str
+
+    def __repr__(self) -> str:
+        return f"ToolProgress({self.call.name!r}, {_cut(self.text)!r})"
+
+
+@dataclass(frozen=True)
+class ToolPartial:
+    """A running tool handed over part of its result (`ctx.partial(value)`), as it gave it;
+    not recorded: the LLM reads the result the tool returns."""
+
+    call: ToolCall
+    value: Any
+
+    def __repr__(self) -> str:
+        return f"ToolPartial({self.call.name!r}, {_cut(repr(self.value))})"
+
+
+def _cut(text: str, limit: int = 60) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 @dataclass(frozen=True)
@@ -115,6 +146,8 @@ AgentOutput = (
     TransitionTaken
     | ToolStarted
     | ToolFinished
+    | ToolProgress
+    | ToolPartial
     | TextDelta
     | ReasoningDelta
     | TextRetracted

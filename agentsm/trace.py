@@ -324,8 +324,22 @@ class TraceEntry:
 
     @property
     def data(self) -> str:
-        """One line saying what the fact records (see `summarize`)."""
-        return summarize(self.fact)
+        """One line saying what the fact records (see `summarize`), and, for a tool's result,
+        how many progress reports and partial results the tool gave while it ran (measured,
+        not recorded as facts)."""
+        said = summarize(self.fact)
+        metrics = self.metrics
+        if not metrics or ("progress" not in metrics and "partials" not in metrics):
+            return said
+        counts = [
+            plural(n, word)
+            for n, word in (
+                (metrics.get("progress"), "progress report"),
+                (metrics.get("partials"), "partial result"),
+            )
+            if isinstance(n, int) and n
+        ]
+        return f"{said} ({', '.join(counts)})" if counts else said
 
     @classmethod
     def from_stored(cls, stored: StoredEvent) -> TraceEntry:
