@@ -19,6 +19,7 @@ from typing import Any, overload
 from pydantic import GetCoreSchemaHandler
 from pydantic_core import core_schema
 
+from .images import Image
 from .text import plural
 from .types import HistoryEntry
 
@@ -31,21 +32,30 @@ class History(Sequence[HistoryEntry]):
     """A run's history entries, oldest first: an immutable sequence that `added` extends
     without copying the entries before it."""
 
-    __slots__ = ("_items", "_size")
+    __slots__ = ("_items", "_size", "_imaged")
 
     _items: list[HistoryEntry]
     _size: int
+    _imaged: int  # how many of its entries carry images (most runs: none, so none is sought)
 
     def __init__(self, entries: Iterable[HistoryEntry] = ()) -> None:
         self._items = list(entries)
         self._size = len(self._items)
+        self._imaged = _imaged(self._items)
 
     @classmethod
-    def _view(cls, items: list[HistoryEntry], size: int) -> History:
+    def _view(cls, items: list[HistoryEntry], size: int, imaged: int) -> History:
         view = cls.__new__(cls)
         view._items = items
         view._size = size
+        view._imaged = imaged
         return view
+
+    def images(self) -> Iterator[Image]:
+        """The images of its entries, in order (at once when no entry has any)."""
+        if self._imaged:
+            for entry in self:
+                yield from entry.images
 
     def added(self, entries: Sequence[HistoryEntry]) -> History:
         """This history followed by `entries` (this one is unchanged)."""
@@ -57,7 +67,7 @@ class History(Sequence[HistoryEntry]):
             else:
                 items = self._items[: self._size]
             items.extend(entries)
-            return History._view(items, len(items))
+            return History._view(items, len(items), self._imaged + _imaged(entries))
 
     def __len__(self) -> int:
         return self._size
@@ -130,3 +140,8 @@ class History(Sequence[HistoryEntry]):
                 tuple, return_schema=entries
             ),
         )
+
+
+def _imaged(entries: Iterable[HistoryEntry]) -> int:
+    """How many of `entries` carry images."""
+    return sum(1 for entry in entries if entry.images)

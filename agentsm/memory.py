@@ -315,8 +315,12 @@ class AgentMemory(BaseModel):
         """The images `build_messages()` sends: the task's, then those of history (a tool's,
         an earlier message's), in order."""
         found = list(self.images)
-        for entry in self.history:
-            found.extend(entry.images)
+        history = self.history
+        if isinstance(history, History):
+            found.extend(history.images())
+        else:
+            for entry in history:
+                found.extend(entry.images)
         return found
 
     @classmethod

@@ -9,6 +9,7 @@ import pytest
 
 from agentsm import AgentMemory, History, HistoryEntry, ToolCall, apply
 from agentsm import facts as f
+from agentsm.images import Image
 
 
 def entry(n: int) -> HistoryEntry:
@@ -60,3 +61,31 @@ def test_a_memory_given_a_tuple_by_hand_still_folds() -> None:
     memory = AgentMemory(task="t").model_copy(update={"history": (entry(1),)})  # not validated
     after = apply(memory, f.ObservationCommitted(entries=(entry(2),)))
     assert isinstance(after.history, History) and after.history == (entry(1), entry(2))
+
+
+def test_a_history_gives_the_images_of_its_entries_in_order_and_an_older_view_its_own() -> None:
+    red = Image.from_bytes(_png(255, 0, 0))
+    blue = Image.from_bytes(_png(0, 0, 255))
+    plain = History([entry(1)])
+    one = plain.added((entry(2).model_copy(update={"images": (red,)}),))
+    two = one.added((entry(3), entry(4).model_copy(update={"images": (blue, red)})))
+    assert list(plain.images()) == [] and list(one.images()) == [red]
+    assert list(two.images()) == [red, blue, red]
+    assert list(History(list(two)).images()) == [red, blue, red]  # counted when built whole too
+    assert AgentMemory(task="look", history=two).images_sent() == [red, blue, red]
+
+
+def _png(r: int, g: int, b: int) -> bytes:
+    """A 1x1 PNG of one colour."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        body = kind + data
+        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
+
+    pixel = zlib.compress(bytes([0, r, g, b]))
+    header = struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", pixel) + chunk(b"IEND", b"")
+    )
