@@ -1225,6 +1225,296 @@ OpenAiCaller(thinking="low")                                     # sent as reaso
 """),
 ]
 
+CONVERSATIONS = [
+    md("""
+# 9. Conversations: a thread of runs
+
+A conversation with an agent is a **thread**: one run per message (a *turn*), each starting
+from what the turn before it ended with. Here, ten turns with a travel assistant on a scripted
+model: one turn is steered while it runs, one asks a person a question, one is stopped from
+outside and resumed. Then every turn replays identical offline, the thread is branched at turn
+3 with another message, and `agentsm threads` lists both.
+"""),
+    code("""
+import threading
+
+from agentsm import AgentBuilder, AgentConfig, LlmResponse, MockLlmCaller, tool
+
+WEATHER = {"Lisbon": "24 °C, sunny", "Porto": "19 °C, light rain", "Madrid": "30 °C, clear"}
+PLANS = {1: "Alfama and the castle", 2: "Belém and the river", 3: "Sintra"}
+held = {}  # a tool's name -> a gate its next call waits at: how we act while a turn runs
+
+
+class Gate:
+    \"\"\"A tool call waits here until released; `reached` says it got here.\"\"\"
+
+    def __init__(self):
+        self.reached, self.released = threading.Event(), threading.Event()
+
+
+def wait_if_held(name):
+    gate = held.pop(name, None)
+    if gate is not None:
+        gate.reached.set()
+        gate.released.wait(30)
+
+
+@tool(idempotent=True)
+def weather(city: str) -> str:
+    \"\"\"Today's weather in a city.\"\"\"
+    return f"{city}: {WEATHER.get(city, 'no forecast')}"
+
+
+@tool(idempotent=True)
+def search_hotels(city: str) -> str:
+    \"\"\"Hotels in a city, with their price a night.\"\"\"
+    wait_if_held("search_hotels")
+    return "Palácio do Rio, 240 € a night; Casa Alfama, 120 € a night"
+
+
+@tool
+def book_hotel(hotel: str, nights: str) -> str:
+    \"\"\"Book a hotel for some nights.\"\"\"
+    return f"{hotel} booked, {nights}: confirmation LX-2041"
+
+
+@tool(idempotent=True)
+def plan_day(day: int) -> str:
+    \"\"\"A plan for one day of the trip.\"\"\"
+    wait_if_held("plan_day")
+    return PLANS[day]
+"""),
+    md("""
+The model is a script: a function that reads the conversation it is sent (the earlier
+messages and answers, this turn's message, tool results and any steering) and returns the next
+tool call or the answer. Because it decides from what it is sent alone, a resumed turn and a
+branch get the answers the conversation calls for.
+"""),
+    code("""
+def assistant(memory, tools, model):
+    messages = memory.build_messages()
+    start = max(i for i, m in enumerate(messages)
+                if m["role"] == "user" and m["content"] == memory.task)
+    before, now = messages[:start], messages[start:]  # earlier turns; this one
+    results = [m["content"].removeprefix("SUCCESS: ") for m in now if m["role"] == "tool"]
+    steering = " ".join(m["content"] for m in now[1:] if m["role"] == "user")
+    earlier = [m["content"].removeprefix("SUCCESS: ") for m in before if m["role"] == "tool"]
+    answers = [m["content"] for m in before if m["role"] == "assistant" and m.get("content")]
+    said, answer = memory.task.lower(), LlmResponse.final_answer
+
+    def call(name, args):  # ids are labels: these read well in the log
+        return LlmResponse.tool_call(name, args, id=f"{name}-{memory.step}")
+
+    if "weather" in said or said.startswith("and in"):
+        if not results:
+            return call("weather", {"city": memory.task.rstrip("?").split()[-1]})
+        return answer(results[0] + ".")
+    if "warmer" in said:
+        temps = sorted((int(r.split(": ")[1].split(" ")[0]), r.split(":")[0])
+                       for r in earlier if "°C" in r)
+        (cold, a), (hot, b) = temps[0], temps[-1]
+        return answer(f"{b}, by {hot - cold} degrees ({hot} °C against {cold} °C).")
+    if "hotel" in said:
+        if not results:
+            return call("search_hotels", {"city": "Lisbon"})
+        hotels = [h.rsplit(", ", 1) for h in results[0].split("; ")]
+        hotels = [(int(price.split(" ")[0]), name) for name, price in hotels]
+        words = steering.lower().split()
+        budget = int(words[words.index("under") + 1]) if "under" in words else None
+        price, name = min(h for h in hotels if budget is None or h[0] < budget)
+        asked = f" (under {budget} €, as you asked)" if budget else ""
+        return answer(f"{name}, {price} € a night{asked}.")
+    if said.startswith("book"):
+        if not results:
+            return call("ask_human", {"question": "For which nights?"})
+        if len(results) == 1:
+            return call("book_hotel", {"hotel": answers[-1].split(",")[0], "nights": results[0]})
+        return answer(results[-1] + ".")
+    if said.startswith("plan"):
+        if len(results) < 3:
+            return call("plan_day", {"day": len(results) + 1})
+        return answer("; ".join(f"day {n}: {plan}" for n, plan in enumerate(results, 1)) + ".")
+    if "price" in said:
+        users = [m["content"] for m in before if m["role"] == "user"]
+        return answer("You said: " + next(u for u in users if "under" in u.lower()))
+    if "sum" in said:
+        booked = next(r for r in earlier if "booked" in r)
+        days = ", ".join(r for r in earlier if r in PLANS.values())
+        return answer(f"Lisbon, {WEATHER['Lisbon']}; {booked}; the days: {days}.")
+    if "thank" in said:
+        return answer("Have a great weekend in Lisbon!")
+    return answer("Happy to help. Where would you like to go?")
+
+
+def make_agent(task):
+    return (
+        AgentBuilder(task)
+        .system_prompt("You plan weekend trips.")
+        .llm(MockLlmCaller([assistant] * 100))
+        .tool(weather).tool(search_hotels).tool(book_hotel).tool(plan_day)
+        .ask_human()  # a tool to ask a person with
+        .config(AgentConfig(min_answer_length=1))
+        .store("conversation.db")
+    )
+"""),
+    md("""
+## Four turns
+
+`builder.thread(id)` starts a thread (or goes on with one from the log); each `send` runs one
+turn, a run of its own, and returns its answer:
+"""),
+    code("""
+thread = make_agent("assistant").thread("weekend")
+for text in ("Hi! I'm planning a weekend away.", "What's the weather in Lisbon?",
+             "And in Porto?", "Which one is warmer?"):
+    print(f"you:   {text}\\nagent: {thread.send(text)}")
+print(thread.runs)
+"""),
+    md("""
+## Turn 5, steered while it runs
+
+The hotel search is held at a gate while the turn runs (in a thread of its own, as in any
+program). Meanwhile we send a message to the turn under way: `thread.steer(text)` (from another
+process: `replay.steer(db, run_id, text)` or `agentsm steer RUN TEXT`). The model reads it
+before its next call:
+"""),
+    code("""
+from concurrent.futures import ThreadPoolExecutor
+
+held["search_hotels"] = gate = Gate()
+with ThreadPoolExecutor(1) as pool:
+    turn = pool.submit(thread.send, "Find me a hotel in Lisbon.")
+    gate.reached.wait(30)  # the search runs now
+    thread.steer("Under 150 € a night, please.")
+    gate.released.set()
+    print(turn.result())
+"""),
+    md("""
+## Turn 6, a question to a person
+
+The model asks with the `ask_human` tool; the turn waits (status waiting) and `send` raises
+`HumanInputRequired`. Someone answers later, from anywhere (`replay.answer`, `agentsm answer
+RUN TEXT`, or the viewer's answer box), and the turn goes on (`replay.resume_run`, `agentsm
+resume`, or a worker):
+"""),
+    code("""
+from agentsm import HumanInputRequired
+from replay import answer, pending_requests, resume_run
+
+try:
+    thread.send("Book it.")
+except HumanInputRequired as waiting:
+    run_id = waiting.run_id
+print(run_id, [(r.kind, r.reason) for r in pending_requests("conversation.db", run_id)])
+answer("conversation.db", run_id, "Friday to Sunday")
+print(resume_run("conversation.db", run_id, make_agent))
+"""),
+    md("""
+## Turn 7, stopped from outside, then resumed
+
+While the first day is being planned, someone stops the turn: `replay.request_stop` (or
+`agentsm stop RUN`, or the viewer's button) from any process. The turn stops at its next
+transition, wherever it is driven, and `send` raises `RunStopped`; `resume_run` goes on from
+there:
+"""),
+    code("""
+from agentsm import RunStopped
+from replay import request_stop
+
+held["plan_day"] = gate = Gate()
+with ThreadPoolExecutor(1) as pool:
+    turn = pool.submit(thread.send, "Plan the three days.")
+    gate.reached.wait(30)
+    print(request_stop("conversation.db", thread.runs[-1], "let me check the dates first"))
+    gate.released.set()
+    try:
+        turn.result()
+    except RunStopped as stopped:
+        print(stopped)
+print(resume_run("conversation.db", thread.runs[-1], make_agent))
+"""),
+    md("Three more turns. The steering message of turn 5 is part of the conversation now:"),
+    code("""
+for text in ("What price did I ask for?", "Sum it all up.", "Thanks!"):
+    print(f"you:   {text}\\nagent: {thread.send(text)}")
+print(thread)
+"""),
+    md("""
+The conversation, read back from the log (`thread.messages()`), and what was said to the turns
+while they ran, recorded where each turn took it:
+"""),
+    code("""
+from agentsm.trace import Trace
+from eventstore import SQLiteEventStore
+
+for m in thread.messages():
+    print(f"{m['turn']:>2} {m['role']:9} {m['content']}")
+log = SQLiteEventStore("conversation.db")
+for run_id in thread.runs[4:7]:
+    for entry in Trace.load(log, run_id):
+        if entry.event in ("Steered", "HumanDecided", "StopRequested"):
+            print(run_id, entry.seq, entry.state, entry.event, entry.data)
+"""),
+    md("""
+## Every turn replayed, offline
+
+Each turn's log holds the conversation it started from, so each replays on its own against
+its recording: the model's answers, the tools' results, the steering message, the answer and
+the stop are served back where they were taken. No model is called:
+"""),
+    code("""
+from replay import replay_thread
+
+report = replay_thread("conversation.db", "weekend")
+print(report)
+print("identical:", report.identical)
+"""),
+    md("""
+## Branched at turn 3
+
+Another third message: a new thread that shares turns 1 and 2 and answers `And in Madrid?`
+with the agent (`agentsm branch --thread weekend --turn 3 --message ...` on the command
+line). The original thread is left as it was:
+"""),
+    code("""
+from replay import branch_thread
+
+madrid = branch_thread("conversation.db", "weekend", 3, "And in Madrid?", make_agent,
+                       new_thread_id="madrid")
+print(madrid)
+print(make_agent("assistant").thread("madrid").runs)
+print(replay_thread("conversation.db", "madrid"))
+"""),
+    md("""
+## On the command line
+
+`agentsm threads` lists the conversations of the log (the branch says where it came from),
+`agentsm show --thread` prints one turn by turn, and `agentsm runs --tree` shows the turns as a
+line, the branch as a fork:
+"""),
+    code("""
+import subprocess
+import sys
+
+
+def agentsm(*args):
+    out = subprocess.run([sys.executable, "-m", "replay", "--db", "conversation.db", *args],
+                         capture_output=True, text=True)
+    print(out.stdout or out.stderr)
+
+
+agentsm("threads")
+"""),
+    code("""agentsm("show", "--thread", "madrid")"""),
+    code("""agentsm("runs", "--tree")"""),
+    md("""
+In the browser, `agentsm ui --db conversation.db` lists the threads too: a thread's page shows
+it as a conversation, each turn with its status, its tools, what was said while it ran and its
+run one click away; a turn waiting for a person has the answer box right there, and the branch
+links back to turn 3 of `weekend`.
+"""),
+]
+
 NOTEBOOKS = {
     "01_quickstart.ipynb": QUICKSTART,
     "02_record_and_replay.ipynb": RECORD_REPLAY,
@@ -1234,6 +1524,7 @@ NOTEBOOKS = {
     "06_providers.ipynb": PROVIDERS,
     "07_extending_agents.ipynb": EXTENDING,
     "08_reasoning_providers.ipynb": REASONING,
+    "09_conversations.ipynb": CONVERSATIONS,
 }
 
 

@@ -25,7 +25,7 @@ def _maker() -> object:
     return module
 
 
-def test_the_eight_notebooks_are_there() -> None:
+def test_the_notebooks_are_there() -> None:
     assert NAMES == [
         "01_quickstart.ipynb",
         "02_record_and_replay.ipynb",
@@ -35,6 +35,7 @@ def test_the_eight_notebooks_are_there() -> None:
         "06_providers.ipynb",
         "07_extending_agents.ipynb",
         "08_reasoning_providers.ipynb",
+        "09_conversations.ipynb",
     ]
 
 
@@ -139,3 +140,22 @@ def test_the_recordings_the_notebook_plays_are_the_tests_and_name_origin_and_lic
         source = json.loads(path.read_text())["source"]
         (row,) = [line for line in readme.splitlines() if f"`{name}`" in line]
         assert f"{source['repository']} `{source['path']}`" in row and source["license"] in row
+
+
+def test_the_conversations_notebook_steers_asks_stops_replays_and_branches() -> None:
+    committed = nbformat.read(NOTEBOOKS / "09_conversations.ipynb", as_version=4)
+    outputs = "\n".join(
+        str(o.get("text", "")) for c in committed.cells for o in c.get("outputs", [])
+    )
+    assert "Thread('weekend', turns=10, last='weekend-10')" in outputs
+    assert "Casa Alfama, 120 € a night (under 150 €, as you asked)." in outputs  # steered
+    assert "weekend-5 11 Observing Steered message 'Under 150 € a night, please.'" in outputs
+    assert "weekend-6 [('question', 'For which nights?')]" in outputs  # asked a person
+    assert "Casa Alfama booked, Friday to Sunday: confirmation LX-2041." in outputs
+    assert "requested\nRun weekend-7 stopped where it was asked to" in outputs  # from outside
+    assert "day 3: Sintra." in outputs  # resumed to its answer
+    assert outputs.count(": identical (") == 13  # ten turns, then the branch's three
+    assert "identical: True" in outputs
+    assert "ThreadBranched('madrid' from 'weekend' at turn 3, done" in outputs
+    assert "('weekend-1', 'weekend-2', 'madrid-3')" in outputs  # shares turns 1 and 2
+    assert "weekend@3" in outputs  # agentsm threads: where the branch came from
