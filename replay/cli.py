@@ -111,6 +111,12 @@ COMMANDS: dict[str, tuple[str, str]] = {
         'holding every word (case and accents aside; a "quoted phrase" or an address as words '
         "in a row, prefix* for any ending), best first, with their runs and matching text.",
     ),
+    "serve": (
+        "replay.cli_serve:serve_command",
+        "Serve conversations with your agent over HTTP: start threads, post messages and read "
+        "each turn as server-sent events, answer questions, decide approvals, steer and stop "
+        "turns; every turn is recorded as `agentsm chat` records it.",
+    ),
     "show": (
         "replay.cli_threaded:show",
         "Print a run's trace: one line per fact (seq, step, state, fact, summary).",
