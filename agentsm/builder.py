@@ -27,6 +27,8 @@ from .custom import (
 )
 from .engine import AgentEngine
 from .errors import BuildError
+from .events import Event
+from .hooks import GuardInput, HookEffects, HookPlace, Hooks, ToolCallInfo, TurnInfo
 from .images import Image, ImageLike
 from .inbox import Messages
 from .llm.base import LlmCaller, llm_settings
@@ -39,7 +41,15 @@ from .tools import Tool, ToolRegistry, tool
 from .tools.workspace import Workspace, WorkspaceLimits
 from .trace import decode
 from .transitions import TransitionTable, build_transition_table
-from .types import AgentConfig, HistoryEntry, ParentCall, ThreadTurn, TokenBudget, as_state
+from .types import (
+    AgentConfig,
+    HistoryEntry,
+    ParentCall,
+    State,
+    ThreadTurn,
+    TokenBudget,
+    as_state,
+)
 
 if TYPE_CHECKING:
     from .openapi import Auth, OpenApi
@@ -140,6 +150,8 @@ class AgentBuilder:
         self._patches: Callable[[str], bool] | None = None
         self._values: ValueSource | None = None
         self._messages: Messages | None = None
+        self._hooks = Hooks()
+        self._hook_effects: HookEffects | None = None
         self._skills = SkillSet()
         self._parent_call: ParentCall | None = None
         self._facts: dict[str, tuple[str, Any]] = {}  # kind -> (part, initial)
@@ -371,6 +383,53 @@ class AgentBuilder:
         store's inbox: `replay.steer`, `replay.request_stop`). Replay serves the recorded
         messages through this seam."""
         self._messages = source
+        return self
+
+    def input_guard(self, guard: Callable[[GuardInput], Any]) -> AgentBuilder:
+        """Check each user message (the task, then each message sent while the run goes on)
+        before the first LLM call that sends it: `guard(GuardInput)`, sync or async, returns
+        None to allow it, `Replace(text)` to send that instead, or `Refuse(reason)` to end
+        the run in Error. Each verdict is recorded (`InputChecked`); guards added later see
+        the text the earlier ones left. See `agentsm.hooks`."""
+        return self._hook("input_guard", guard)
+
+    def before_turn(self, hook: Callable[[TurnInfo], Any]) -> AgentBuilder:
+        """Run `hook(TurnInfo)` (sync or async) before each planning LLM call, with a copy of
+        the messages about to be sent; returning `Abort(reason)` ends the run in Error
+        (recorded as `HookAborted`), None lets it go on."""
+        return self._hook("before_turn", hook)
+
+    def after_turn(self, hook: Callable[[TurnInfo], Any]) -> AgentBuilder:
+        """Run `hook(TurnInfo)` (sync or async) once each step is over: its tool results are
+        in history, or its final answer is about to be accepted (`TurnInfo.answer`);
+        returning `Abort(reason)` ends the run in Error (the answer is not accepted)."""
+        return self._hook("after_turn", hook)
+
+    def before_tool_call(self, hook: Callable[[ToolCallInfo], Any]) -> AgentBuilder:
+        """Run `hook(ToolCallInfo)` (sync or async) before each planned call starts: None
+        runs it, a dict runs it with those arguments (`ToolCallRewritten`), `Veto(reason)`
+        does not run it and the LLM reads the refusal as its result (`ToolCallVetoed`)."""
+        return self._hook("before_tool_call", hook)
+
+    def after_tool_call(self, hook: Callable[[ToolCallInfo], Any]) -> AgentBuilder:
+        """Run `hook(ToolCallInfo)` (sync or async) after each planned call returns, with its
+        `observation`: None keeps it, a string is what the LLM reads instead (recorded as
+        `ObservationRewritten`; `ToolExecuted` keeps what the tool returned)."""
+        return self._hook("after_tool_call", hook)
+
+    def _hook(self, place: HookPlace, func: Callable[[Any], Any]) -> AgentBuilder:
+        if not callable(func):
+            raise BuildError(
+                f"{place}({func!r}): give a function (sync or async) that takes one argument."
+            )
+        self._hooks = self._hooks.copy()  # a thread's turns made before keep their own
+        self._hooks.add(place, func)
+        return self
+
+    def hook_effects(self, source: HookEffects) -> AgentBuilder:
+        """Where the effects of the guards and hooks come from (default: calling them).
+        Replay serves the recorded ones through this seam, without calling them."""
+        self._hook_effects = source
         return self
 
     def redact(self, *hooks: Hook, name: str | None = None) -> AgentBuilder:
@@ -733,6 +792,7 @@ class AgentBuilder:
             patches=self._patches,
             values=self._values,
             messages=self._messages,
+            hooks=self._hook_effects or self._hooks,
         )
 
     def _task_images(self, recorded: f.RunStarted | None) -> tuple[Image, ...]:
@@ -770,6 +830,7 @@ class AgentBuilder:
             patches=self._patches,
             values=self._values,
             messages=self._messages,
+            hooks=self._hook_effects or self._hooks,
         )
 
     def _recorded_definition(self, run_id: str) -> f.RunStarted | None:
@@ -813,6 +874,7 @@ class AgentBuilder:
                         f"does not register. Register it with .fact({kind}, reducer, "
                         "part=..., initial=...)."
                     )
+        self._check_hook_rows(table)
         known = self._tools if tools is None else tools
         missing = [n for n in self._approval_required if not known.has(n)]
         if missing:
@@ -821,6 +883,24 @@ class AgentBuilder:
                 "Register them with .tool(...) or fix the names."
             )
         return self._llm, table, handlers, self._opened_store()
+
+    def _check_hook_rows(self, table: TransitionTable) -> None:
+        """A guard or turn hook needs the rows its refusal or abort takes to Error."""
+        needs: tuple[tuple[HookPlace, str, tuple[str, ...]], ...] = (
+            ("input_guard", Event.InputRejected, (State.Planning,)),
+            ("before_turn", Event.HookAborted, (State.Planning,)),
+            ("after_turn", Event.HookAborted, (State.Planning, State.Observing)),
+        )
+        for place, event, states in needs:
+            if not self._hooks.wants(place):
+                continue
+            for state in states:
+                if state in table.states() and (state, event) not in table:
+                    raise BuildError(
+                        f"The agent has a {place} but its table has no row ({state}, {event}); "
+                        f"add it with .transitions(table.with_rows({{({state!r}, {event!r}): "
+                        "'Error'}))."
+                    )
 
     def __repr__(self) -> str:
         return (

@@ -12,7 +12,7 @@ import random
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Literal
 
 from . import facts as f
 from .codec import clean_text
@@ -20,6 +20,8 @@ from .custom import CustomFact
 from .errors import LlmDeadlineExceeded, OwnershipViolation, UnrecordableFact
 from .facts import Decision, Fact
 from .frozen import thaw
+from .hooks import NO_HOOKS, GuardInput, HookEffects, ToolCallInfo, TurnInfo
+from .inputs import message_text
 from .llm.base import LlmCaller
 from .memory import AgentMemory
 from .outputs import AgentOutput, ToolFinished, ToolStarted
@@ -120,6 +122,7 @@ class RunContext:
         run_deadline: float | None = None,
         values: ValueSource | None = None,
         asked_from: int = 0,
+        hooks: HookEffects | None = None,
     ) -> None:
         self.run_id = run_id
         self.run_deadline = run_deadline
@@ -135,6 +138,7 @@ class RunContext:
         self._values = values or live_value
         self._asked_from = asked_from  # where this state's questions start in memory.asked
         self._asks = 0  # questions this handler asked so far (`ask`)
+        self._hooks = hooks or NO_HOOKS
 
     @property
     def memory(self) -> AgentMemory:
@@ -272,6 +276,103 @@ class RunContext:
             return per_call, own
         return left, f"the run's deadline (run_deadline={self.config.run_deadline:g} s)"
 
+    async def check_input(self) -> bool:
+        """Have the input guards check each user message no LLM call has sent yet (the task,
+        then each message sent while the run went on), recording each verdict
+        (`InputChecked`); True when one was refused: the run is to end."""
+        hooks = self._hooks
+        if not hooks.wants("input_guard"):
+            return False
+        while (memory := self.memory).checked_messages < memory.user_messages:
+            number = memory.checked_messages
+            text = message_text(memory, number)
+            given = GuardInput(text or "", number, memory.step + 1, memory.build_messages())
+            fact = await hooks.check_input(self._recorder.last, given)
+            if fact is None:  # nothing recorded here (a replay of a run checked differently)
+                return False
+            self.record(fact)
+            if fact.verdict == "refused":
+                return True
+        return False
+
+    async def turn_hook(
+        self, hook: Literal["before_turn", "after_turn"], answer: str | None = None
+    ) -> bool:
+        """Run the `before_turn` or `after_turn` hooks (`answer`: the final answer about to be
+        accepted); True when one ended the run (recorded as `HookAborted`)."""
+        hooks = self._hooks
+        if not hooks.wants(hook):
+            return False
+        memory = self.memory
+        step = memory.step + 1 if hook == "before_turn" else memory.step
+        turn = TurnInfo(step, memory.build_messages(), memory.total_usage, answer)
+        fact = await hooks.turn(hook, self._recorder.last, turn)
+        if fact is None:
+            return False
+        self.record(fact)
+        return True
+
+    async def _checked_calls(
+        self, calls: tuple[ToolCall, ...]
+    ) -> tuple[tuple[ToolCall, ...], list[ToolCall | None]]:
+        """The calls to run after the `before_tool_call` hooks (each planned call not started
+        yet): one vetoed is left out (its refusal recorded as its result), one given other
+        arguments is the planned call as it now stands; with each, the call with the real
+        arguments a hook gave it (None: the recorded call's own)."""
+        hooks = self._hooks
+        if not hooks.wants("before_tool_call"):
+            return calls, [None] * len(calls)
+        kept: list[ToolCall] = []
+        given: list[ToolCall | None] = []
+        taken: set[int] = set()
+        for call in calls:
+            memory = self.memory
+            alike = memory._unfinished_alike(self._recorder.as_recorded(call))
+            position = next((i for i in alike if i not in memory.started and i not in taken), None)
+            if position is None:  # run again after a stop, or a handler's own: checked before
+                kept.append(call)
+                given.append(None)
+                continue
+            taken.add(position)
+            real = _plain(self._real(call, position))
+            fact = await hooks.before_tool_call(
+                self._recorder.last, ToolCallInfo(real, memory.step, position)
+            )
+            if fact is not None:
+                self.record(fact)
+            if isinstance(fact, f.ToolCallVetoed):
+                continue
+            if isinstance(fact, f.ToolCallRewritten):
+                kept.append(self.memory.planned_calls[position])
+                given.append(
+                    ToolCall.model_construct(name=call.name, args=thaw(fact.args), id=call.id)
+                )
+                continue
+            kept.append(call)
+            given.append(None)
+        return tuple(kept), given
+
+    async def _after_call(
+        self, call: ToolCall, position: int | None, outcome: ToolOutcome, real: ToolCall | None
+    ) -> str:
+        """What the LLM reads of a planned call's result once the `after_tool_call` hooks have
+        seen it (a change recorded as `ObservationRewritten`)."""
+        hooks = self._hooks
+        if position is None or not hooks.wants("after_tool_call"):
+            return outcome.observation
+        info = ToolCallInfo(
+            real or _plain(self._real(call, position)),
+            self.memory.step,
+            position,
+            outcome.observation,
+            outcome.success,
+        )
+        fact = await hooks.after_tool_call(self._recorder.last, info)
+        if fact is None:
+            return outcome.observation
+        self.record(fact)
+        return fact.observation
+
     async def run_tools(self, calls: tuple[ToolCall, ...], *, concurrent: bool) -> None:
         """Run calls (one after another, or all at once), each recorded as started before it
         runs and as executed after; results are recorded in call order. A call abandoned with
@@ -320,6 +421,9 @@ class RunContext:
         raised KeyboardInterrupt or SystemExit gets a failed result, and the exception is raised
         again once the batch is recorded and committed; so is anything a tool runner raised,
         its call left in flight (as a crash leaves it) and the other calls' results kept."""
+        calls, given = await self._checked_calls(calls)
+        if not calls:
+            return True
         places = [self._start(call) for call in calls]
         positions = [position for position, _ in places]
         await self.commit()
@@ -333,11 +437,13 @@ class RunContext:
             self.emit(ToolStarted(call))
         stops: list[BaseException] = []
 
-        async def timed(call: ToolCall, context: ToolContext) -> tuple[ToolOutcome, float]:
+        async def timed(
+            call: ToolCall, context: ToolContext, real: ToolCall | None
+        ) -> tuple[ToolOutcome, float]:
             started = time.perf_counter()
             token = _current.set(context)
             try:
-                outcome = await self._run_tool(_plain(self._real(call, context.position)))
+                outcome = await self._run_tool(real or _plain(self._real(call, context.position)))
             except (KeyboardInterrupt, SystemExit) as e:
                 stops.append(e)
                 outcome = ToolOutcome.failed(
@@ -353,14 +459,18 @@ class RunContext:
             return outcome, round((time.perf_counter() - started) * 1000, 3)
 
         if len(calls) == 1:
-            done = [await timed(calls[0], contexts[0])]
+            done = [await timed(calls[0], contexts[0], given[0])]
         else:
-            done = list(await asyncio.gather(*map(timed, calls, contexts)))
-        for call, (_, place), (outcome, ms), said in zip(calls, places, done, reports, strict=True):
+            done = list(await asyncio.gather(*map(timed, calls, contexts, given)))
+        for call, (position, place), (outcome, ms), said, real in zip(
+            calls, places, done, reports, given, strict=True
+        ):
             counts = said.settled()  # how many reports it made: measured, not facts
+            observation = outcome.observation
             if outcome.known:  # else it stays in flight: a human says whether it took effect
                 outcome = self._record_result(call, place, outcome, {"duration_ms": ms, **counts})
-            self.emit(ToolFinished(call, outcome.observation, outcome.success))
+                observation = await self._after_call(call, position, outcome, real)
+            self.emit(ToolFinished(call, observation, outcome.success))
         if stops:
             await self.commit()
             raise stops[0]

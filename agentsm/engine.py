@@ -38,6 +38,7 @@ from .errors import (
     SafetyCapExceeded,
     UnreadableFact,
 )
+from .hooks import HookEffects
 from .inbox import Heard, LocalMessages, Messages, StoreMessages
 from .llm.base import LlmCaller, _text_sink
 from .memory import AgentMemory, fold_with_state, initial_memory
@@ -119,6 +120,7 @@ class AgentEngine:
         patches: Callable[[str], bool] | None = None,
         values: ValueSource | None = None,
         messages: Messages | None = None,
+        hooks: HookEffects | None = None,
     ) -> None:
         self.run_id = run_id or uuid.uuid4().hex[:12]
         if redactor is not None:  # the task reaches the catalog too: redacted like the facts
@@ -143,6 +145,7 @@ class AgentEngine:
         self._redactor = redactor
         self._patches = patches
         self._values = values
+        self._hooks = hooks  # the guards and hooks (agentsm.hooks), or their recorded effects
         self._recorder = Recorder(
             store,
             self.run_id,
@@ -180,6 +183,7 @@ class AgentEngine:
         patches: Callable[[str], bool] | None = None,
         values: ValueSource | None = None,
         messages: Messages | None = None,
+        hooks: HookEffects | None = None,
     ) -> AgentEngine:
         """An engine continuing a run already in the store, from its last committed fact."""
         stored = store.read(run_id)
@@ -202,6 +206,7 @@ class AgentEngine:
             patches=patches,
             values=values,
             messages=messages,
+            hooks=hooks,
         )
         memory, state = fold_with_state(facts)
         engine._recorder = Recorder(
@@ -425,6 +430,7 @@ class AgentEngine:
             run_deadline=self._run_deadline,
             values=self._values,
             asked_from=self._asked_from,
+            hooks=self._hooks,
         )
         if state not in TERMINAL_STATES:
             cap = self.memory.config.effective_safety_cap()

@@ -32,6 +32,8 @@ class Event(StrEnum):
     NeedsReflection = "NeedsReflection"
     ReflectDone = "ReflectDone"
     ContextFull = "ContextFull"
+    InputRejected = "InputRejected"
+    HookAborted = "HookAborted"
 
     def __repr__(self) -> str:
         return f"Event.{self.name}"

@@ -52,14 +52,17 @@ __all__ = [
     "Fact",
     "FinalAnswerProduced",
     "HistoryCompressed",
+    "HookAborted",
     "HumanAnswered",
     "HumanDecided",
+    "InputChecked",
     "JudgeAnswered",
     "JudgeAsked",
     "LlmFailed",
     "LlmRequested",
     "LlmResponded",
     "ObservationCommitted",
+    "ObservationRewritten",
     "PatchMarked",
     "PickRefused",
     "QuestionAsked",
@@ -72,7 +75,9 @@ __all__ = [
     "StepStarted",
     "Steered",
     "StopRequested",
+    "ToolCallRewritten",
     "ToolCallStarted",
+    "ToolCallVetoed",
     "ToolCallsPlanned",
     "ToolExecuted",
     "ToolsRejected",
@@ -331,6 +336,54 @@ class ToolExecuted(_Fact):
     the store's blobs (None: none)."""
 
 
+class InputChecked(_Fact):
+    """The input guards (`AgentBuilder.input_guard`) checked the run's next user message (the
+    task first, then each message sent while it went on) before the first LLM call that sends
+    it: they allowed it, replaced its text with `text` (what the LLM is sent from then on), or
+    refused it for `reason`, which ends the run in Error."""
+
+    kind: Literal["InputChecked"] = "InputChecked"
+    verdict: Literal["allowed", "replaced", "refused"]
+    text: str | None = None
+    reason: str = ""
+
+
+class HookAborted(_Fact):
+    """A `before_turn` or `after_turn` hook ended the run for `reason` (before an LLM call, or
+    once a step's results were in history or its final answer was given): it ends in Error."""
+
+    kind: Literal["HookAborted"] = "HookAborted"
+    hook: Literal["before_turn", "after_turn"]
+    reason: str
+
+
+class ToolCallVetoed(_Fact):
+    """A `before_tool_call` hook refused the planned call at position `index` before it
+    started: it does not run, and the LLM reads the refusal, with `reason`, as its result."""
+
+    kind: Literal["ToolCallVetoed"] = "ToolCallVetoed"
+    index: int
+    reason: str
+
+
+class ToolCallRewritten(_Fact):
+    """A `before_tool_call` hook gave the planned call at position `index` other arguments
+    before it started: it runs with `args`, and history shows them."""
+
+    kind: Literal["ToolCallRewritten"] = "ToolCallRewritten"
+    index: int
+    args: JsonObject
+
+
+class ObservationRewritten(_Fact):
+    """An `after_tool_call` hook changed what the LLM reads of the call at position `index`
+    (its `ToolExecuted` keeps what the tool returned): `observation` replaces it."""
+
+    kind: Literal["ObservationRewritten"] = "ObservationRewritten"
+    index: int
+    observation: str
+
+
 class ObservationCommitted(_Fact):
     """Observing moved the step's results (and refusals) into history: `entries` (None:
     none), then the results at the places `results` names, in that order (each result's call
@@ -571,6 +624,11 @@ Fact = Annotated[
     | StopRequested
     | ToolCallStarted
     | ToolExecuted
+    | InputChecked
+    | HookAborted
+    | ToolCallVetoed
+    | ToolCallRewritten
+    | ObservationRewritten
     | ObservationCommitted
     | HistoryCompressed
     | ReflectionSkipped
@@ -637,6 +695,11 @@ OWNERS: dict[str, frozenset[str]] = {
     "HumanDecided": frozenset({State.WaitingForHuman}),
     "ToolCallStarted": frozenset({_A, _PA}),
     "ToolExecuted": frozenset({_A, _PA}),
+    "InputChecked": frozenset({_P}),
+    "HookAborted": frozenset({_P, State.Observing}),
+    "ToolCallVetoed": frozenset({_A, _PA}),
+    "ToolCallRewritten": frozenset({_A, _PA}),
+    "ObservationRewritten": frozenset({_A, _PA}),
     "ObservationCommitted": frozenset({State.Observing}),
     "HistoryCompressed": frozenset({State.Reflecting}),
     "ReflectionSkipped": frozenset({State.Reflecting}),

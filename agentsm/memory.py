@@ -123,6 +123,11 @@ class AgentMemory(BaseModel):
     (None: not answered yet)."""
     images: tuple[Image, ...] = ()
     """The images that come with the task (`RunStarted.images`), sent with it."""
+    user_messages: int = 1
+    """How many messages from the user the run has: its task, then each message sent while
+    it went on (`Steered`)."""
+    checked_messages: int = 0
+    """How many of those the input guards have checked (`InputChecked`), oldest first."""
 
     def part(self, name: str) -> Any:
         """The value of the user-declared part `name` (see `AgentBuilder.fact`)."""

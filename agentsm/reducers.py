@@ -9,6 +9,7 @@ from . import facts as f
 from . import window
 from .frozen import FrozenDict
 from .history import History
+from .inputs import with_message
 from .memory import AgentMemory, _chain, _reduce, committed_entries, initial_memory
 from .types import USER_MESSAGE, HistoryEntry, ToolCall, ToolResult
 
@@ -263,15 +264,64 @@ def _(fact: f.ObservationCommitted, memory: AgentMemory) -> AgentMemory:
 def _(fact: f.Steered, memory: AgentMemory) -> AgentMemory:
     call = ToolCall.model_construct(name=USER_MESSAGE, args=_NO_ARGS, id=f"steered-{memory.step}")
     entry = HistoryEntry(step=memory.step, tool=call, observation=fact.text, success=True)
+    counted = memory.user_messages + 1
     if memory.planned_calls or memory.rejected:  # a step's calls are under way: after them
-        return _evolve(memory, {"steered": (*memory.steered, entry)})
+        return _evolve(memory, {"steered": (*memory.steered, entry), "user_messages": counted})
     return _evolve(
         memory,
         {
             "history": _history(memory).added((entry,)),
             "history_digest": _chain(memory.history_digest, (entry,)),
+            "user_messages": counted,
         },
     )
+
+
+@_reduce.register
+def _(fact: f.InputChecked, memory: AgentMemory) -> AgentMemory:
+    number = memory.checked_messages
+    update: dict[str, Any] = {"checked_messages": number + 1}
+    if fact.verdict == "replaced" and fact.text is not None:
+        update |= with_message(memory, number, fact.text)
+        if "history" in update:  # a message in the middle of history: chained again
+            update["history_digest"] = _chain("", update["history"])
+    elif fact.verdict == "refused":
+        what = "task" if number == 0 else f"message {number}"
+        update["error"] = f"An input guard refused the {what}: {fact.reason}"
+    return _evolve(memory, update)
+
+
+@_reduce.register
+def _(fact: f.HookAborted, memory: AgentMemory) -> AgentMemory:
+    return _evolve(memory, {"error": f"The {fact.hook} hook ended the run: {fact.reason}"})
+
+
+@_reduce.register
+def _(fact: f.ToolCallVetoed, memory: AgentMemory) -> AgentMemory:
+    call = memory.call_at(fact.index)
+    if call is None or fact.index >= len(memory.planned_calls):
+        return memory
+    text = f"ERROR: ToolVetoed: the call to '{call.name}' was refused before it ran: {fact.reason}"
+    result = ToolResult(call=call, observation=text, success=False, index=fact.index)
+    return _evolve(memory, {"results": (*memory.results, result)})
+
+
+@_reduce.register
+def _(fact: f.ToolCallRewritten, memory: AgentMemory) -> AgentMemory:
+    if not 0 <= fact.index < len(memory.planned_calls):
+        return memory
+    calls = list(memory.planned_calls)
+    calls[fact.index] = calls[fact.index].model_copy(update={"args": fact.args})
+    return _evolve(memory, {"planned_calls": tuple(calls)})
+
+
+@_reduce.register
+def _(fact: f.ObservationRewritten, memory: AgentMemory) -> AgentMemory:
+    results = tuple(
+        r.model_copy(update={"observation": fact.observation}) if r.index == fact.index else r
+        for r in memory.results
+    )
+    return _evolve(memory, {"results": results})
 
 
 @_reduce.register

@@ -525,6 +525,18 @@ def summarize(fact: Fact) -> str:
             usage = f" tokens={fact.usage.total_tokens}" if fact.usage is not None else ""
             name = fact.call.name if fact.call is not None else f"call #{fact.index}"
             return f"{name} -> {_short(fact.observation)}{usage}"
+        case f.InputChecked():
+            if fact.verdict == "replaced":
+                return f"replaced by {_short(fact.text or '', 60)!r}"
+            return f"refused: {_short(fact.reason, 70)}" if fact.verdict == "refused" else "allowed"
+        case f.HookAborted():
+            return f"{fact.hook}: {_short(fact.reason, 70)}"
+        case f.ToolCallVetoed():
+            return f"call #{fact.index} not run: {_short(fact.reason, 60)}"
+        case f.ToolCallRewritten():
+            return f"call #{fact.index} runs with ({_short(fact.args, 50)})"
+        case f.ObservationRewritten():
+            return f"call #{fact.index} -> {_short(fact.observation)}"
         case f.ObservationCommitted():
             return plural(len(fact.entries or ()) + len(fact.results or ()), "entry", "entries")
         case f.HistoryCompressed():

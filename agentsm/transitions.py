@@ -96,6 +96,8 @@ def build_transition_table() -> TransitionTable:
     stopped: a non-idempotent call is not run again without a human saying so.
     `ContextFull` is taken when the next request would not fit `config.context_window`:
     Reflecting compacts history, then planning goes on.
+    `InputRejected` is taken when an input guard refuses a user message, `HookAborted` when a
+    `before_turn` or `after_turn` hook ends the run (see `agentsm.hooks`).
     """
     S, E = State, Event
     return TransitionTable(
@@ -126,5 +128,8 @@ def build_transition_table() -> TransitionTable:
             (S.Observing, E.NeedsReflection): S.Reflecting,
             (S.Reflecting, E.ReflectDone): S.Planning,
             (S.Planning, E.ContextFull): S.Reflecting,
+            (S.Planning, E.InputRejected): S.Error,
+            (S.Planning, E.HookAborted): S.Error,
+            (S.Observing, E.HookAborted): S.Error,
         }
     )

@@ -153,8 +153,8 @@ class Recording:
             j = i
             while j < len(facts) and isinstance(facts[j], f.ToolCallStarted):
                 j += 1
-            k = j
-            while k < len(facts) and isinstance(facts[k], f.ToolExecuted):
+            k = j  # the results, each followed by what an after_tool_call hook made of it
+            while k < len(facts) and isinstance(facts[k], f.ToolExecuted | f.ObservationRewritten):
                 k += 1
             starts = [x for x in facts[i:j] if isinstance(x, f.ToolCallStarted)]
             calls = [_call(x) for x in starts]

@@ -35,6 +35,7 @@ from .effects import (
     ReplayDiverged,
     ReplayedCrash,
 )
+from .hooked import RecordedHooks
 from .judging import replay_judgement
 from .recording import Recording, ToolEffect
 from .report import ReplayReport, compare_runs
@@ -128,6 +129,7 @@ def _replay(
     )
     agent.on_approval(decisions)
     agent.messages(RecordedMessages(recording.heard))  # steered and stopped where recorded
+    agent.hook_effects(RecordedHooks(recording.entries))  # guards and hooks: what they did
     live = agent.build().run_tool if execute_tools else None
     effects = _as_the_agent_would(recording.tool_effects, definition, agent)
     agent.tool_runner(RecordedTools(effects, live, strict=True, execute=execute_tools))

@@ -89,7 +89,7 @@ def test_state_and_event_values_are_the_specification_names() -> None:
 
 def test_default_table_is_exactly_the_designed_rows() -> None:
     table = build_transition_table()
-    assert len(table) == 26
+    assert len(table) == 29
     assert table[(State.Planning, Event.ContextFull)] == State.Reflecting
     assert table[(State.WaitingForHuman, Event.HumanApprovedBatch)] == State.ParallelActing
     assert all(src not in ("Done", "Error") for src, _ in table)
@@ -120,7 +120,7 @@ def test_reprs_say_what_the_object_is() -> None:
     assert "step=0" in repr(engine.memory)
     assert repr(State.Planning) == "State.Planning" and repr(Event.Start) == "Event.Start"
     assert repr(LlmResponse.final_answer("hi")) == "LlmResponse.final_answer('hi')"
-    assert "26 rows" in repr(build_transition_table())
+    assert "29 rows" in repr(build_transition_table())
     assert repr(MockLlmCaller([])) == "MockLlmCaller(served=0, remaining=0)"
     assert "Find things" in repr(AgentBuilder("Find things"))
 

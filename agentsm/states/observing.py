@@ -12,16 +12,21 @@ from ..types import State
 
 
 class ObservingState:
-    """Moves refusals and results (in call order) into history; no LLM, no tools."""
+    """Moves refusals and results (in call order) into history, then runs the `after_turn`
+    hooks; no LLM, no tools."""
 
     name: ClassVar[str] = State.Observing
-    emits: ClassVar[frozenset[str]] = frozenset({Event.Continue, Event.NeedsReflection})
+    emits: ClassVar[frozenset[str]] = frozenset(
+        {Event.Continue, Event.NeedsReflection, Event.HookAborted}
+    )
 
     async def handle(self, ctx: RunContext) -> str:
         memory = ctx.memory
         # the refusals, then the results in call order (named by their places, not rewritten)
         refused = memory.rejected or None
         ctx.record(f.ObservationCommitted(entries=refused, results=result_places(memory)))
+        if await ctx.turn_hook("after_turn"):  # the step is over: its results are in history
+            return Event.HookAborted
         every = ctx.config.reflect_every_n_steps
         if every > 0 and memory.step % every == 0:
             return Event.NeedsReflection

@@ -28,6 +28,8 @@ class PlanningState:
             Event.BudgetExceeded,
             Event.FatalError,
             Event.ContextFull,
+            Event.InputRejected,
+            Event.HookAborted,
         }
     )
 
@@ -54,10 +56,14 @@ class PlanningState:
                 )
             )
             return Event.BudgetExceeded
+        if await ctx.check_input():  # the user's new messages, before any LLM sees them
+            return Event.InputRejected
         if config.context_window is not None:
             full = self._context_full(ctx)
             if full is not None:
                 return full
+        if await ctx.turn_hook("before_turn"):
+            return Event.HookAborted
         ctx.record(f.StepStarted(step=memory.step + 1))
         outcome = await ctx.call_llm("plan")
         if isinstance(outcome, f.LlmFailed) and outcome.error_type == UNRECORDABLE:
@@ -79,7 +85,7 @@ class PlanningState:
         response = outcome.response
         if response.calls:
             return self._tool_calls(ctx, response)
-        return self._final_answer(ctx, response)
+        return await self._final_answer(ctx, response)
 
     def _context_full(self, ctx: RunContext) -> str | None:
         """None when the next request fits the context window; else ContextFull (Reflecting
@@ -172,7 +178,7 @@ class PlanningState:
             return Event.HumanApprovalRequired
         return Event.LlmParallelToolCalls if parallel else Event.LlmToolCall
 
-    def _final_answer(self, ctx: RunContext, response: LlmResponse) -> str:
+    async def _final_answer(self, ctx: RunContext, response: LlmResponse) -> str:
         content = response.content or ""
         minimum = ctx.config.min_answer_length
         if response.stop_reason in ("max_tokens", "length"):
@@ -191,6 +197,8 @@ class PlanningState:
                 )
             )
             return Event.AnswerTooShort
+        if await ctx.turn_hook("after_turn", answer=content):
+            return Event.HookAborted
         ctx.record(f.FinalAnswerProduced(content=content))
         return Event.LlmFinalAnswer
 
