@@ -5,7 +5,9 @@ first and a cut cell ends with an ellipsis; every cell stays on one line, since 
 is shown through `printable` (a newline in an answer is shown as `\\n`). Without a width (output
 piped to a file or a program) nothing is cut, and without styles no escape sequence is written.
 Cells are measured in terminal cells (a CJK character takes two) with `rich.cells`, and laid out
-here, so that a listing loads no console machinery.
+here, so that a listing loads no console machinery; text of narrow characters only (Latin,
+Latin-1 and extended Latin letters, one cell each, as rich counts them too) is measured without
+loading rich at all.
 """
 
 from __future__ import annotations
@@ -13,18 +15,14 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import IO, Literal
-
-from rich.cells import cell_len, set_cell_size
+from typing import IO, Literal, NamedTuple
 
 from .text import printable
 
 __all__ = ["Cell", "Column", "render_table", "styles_wanted", "terminal_width"]
 
 
-@dataclass(frozen=True, slots=True)
-class Column:
+class Column(NamedTuple):
     """A column of a table: its header, alignment, whether it may be cut to fit (`flexible`:
     cut with an ellipsis), and whether it may be left out on a narrow terminal (`drop`)."""
 
@@ -35,8 +33,7 @@ class Column:
     """Where room is short, columns with a higher `drop` are left out first (0: always kept)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Cell:
+class Cell(NamedTuple):
     """A cell shown in a style (`"green"`, `"bold red"`) when the table is styled."""
 
     text: str
@@ -85,6 +82,28 @@ def render_table(
         )
         lines.append(line.rstrip())
     return "\n".join(lines)
+
+
+_NARROW = frozenset(map(chr, [*range(0x20, 0x7F), *range(0xA0, 0xAD), *range(0xAE, 0x300)]))
+"""Characters one terminal cell wide by rich's own table of them (`rich.cells`)."""
+
+
+def cell_len(text: str) -> int:
+    """How many terminal cells `text` takes (`rich.cells.cell_len`)."""
+    if _NARROW.issuperset(text):
+        return len(text)
+    from rich.cells import cell_len as cells  # wide or combining characters
+
+    return cells(text)
+
+
+def set_cell_size(text: str, total: int) -> str:
+    """`text` cut or padded to `total` terminal cells (`rich.cells.set_cell_size`)."""
+    if _NARROW.issuperset(text):
+        return text[:total] if len(text) >= total else text + " " * (total - len(text))
+    from rich.cells import set_cell_size as sized
+
+    return sized(text, total)
 
 
 _SGR = {"bold": "1", "dim": "2", "italic": "3", "underline": "4"} | {

@@ -10,8 +10,11 @@ import re
 __all__ = ["Printable", "plural", "printable", "shortened"]
 
 _BIDI = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
-_ONE_LINE = re.compile(f"[\x00-\x1f\x7f-\x9f{_BIDI}]")
-_MULTI_LINE = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{_BIDI}]")
+_ESCAPED = {
+    False: f"[\x00-\x1f\x7f-\x9f{_BIDI}]",
+    True: f"[\x00-\x08\x0b-\x1f\x7f-\x9f{_BIDI}]",  # newlines and tabs kept
+}
+"""What `printable` escapes, one line or several (compiled with the first text that needs it)."""
 _NAMED = {"\n": "\\n", "\t": "\\t", "\r": "\\r"}
 
 
@@ -33,8 +36,10 @@ def printable(text: object, *, lines: bool = False) -> Printable:
     (`\\x1b[2J`, `\\u202e`); with `lines`, newlines and tabs are kept (multi-line output)."""
     if isinstance(text, Printable):
         return text
-    pattern = _MULTI_LINE if lines else _ONE_LINE
-    return Printable(pattern.sub(_escape, str(text)))
+    text = str(text)
+    if text.isprintable():  # no control, format (bidi) or separator character but the space
+        return Printable(text)
+    return Printable(re.compile(_ESCAPED[lines]).sub(_escape, text))
 
 
 def plural(n: int, word: str, many: str | None = None) -> str:

@@ -32,6 +32,16 @@ from .errors import (
 from .fencing import Tokens, lost_lease
 from .migrations import LATEST, migrate
 from .records import SUMMARY_TEXT, InboxMessage, NewEvent, RunRecord, RunSummary, StoredEvent
+from .sqlite_catalog import (
+    DRIVER_COLUMNS,
+    NO_DRIVER_COLUMNS,
+    RUN_COLUMNS,
+    SUMMARY_COLUMNS,
+    UNSUMMARIZED,
+    lower,
+    run_record,
+    runs_query,
+)
 from .sqlite_inbox import InboxReader, not_driving, post_write, take_write
 from .writer import Writer
 
@@ -47,9 +57,6 @@ CLAIMABLE = ("queued", "ready", "orphaned")
 """The kinds of run `claim_next` takes: submitted, decided by a human, left by a dead driver."""
 T = TypeVar("T")
 
-_RUN_COLUMNS = "run_id, task, status, created_at, updated_at, last_seq, parent_id, branch_seq, info"
-_DRIVER_COLUMNS = ", driver_host, driver_pid, driver_started, lease_until"
-_SUMMARY_COLUMNS = ", steps, input_tokens, output_tokens, cost, model, answer, error"
 _SUMMARY_SET = (
     "steps = ?, input_tokens = ?, output_tokens = ?, cost = ?, model = ?, answer = ?, error = ?"
 )
@@ -332,7 +339,7 @@ class SQLiteEventStore:
         def write(conn: sqlite3.Connection) -> None:
             try:
                 conn.execute(
-                    f"INSERT INTO runs ({_RUN_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", row
+                    f"INSERT INTO runs ({RUN_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", row
                 )
             except sqlite3.IntegrityError as e:
                 raise ConcurrencyError(
@@ -349,7 +356,7 @@ class SQLiteEventStore:
         rows = self._rows(f"SELECT {self._run_columns()} FROM runs WHERE run_id = ?", (run_id,))
         if not rows:
             raise self._unknown(run_id)
-        return _run_record(rows[0])
+        return run_record(rows[0])
 
     def _unknown(self, run_id: str) -> UnknownRun:
         """`UnknownRun` naming the ids that start with `run_id`, else the closest ones."""
@@ -398,44 +405,30 @@ class SQLiteEventStore:
         exact `status` and `model`, a case-insensitive substring of the `task`, a last fact
         at or after the epoch time `since`, and a parent among `parents` (through the parent
         index); at most `limit` of them. Never reads the facts."""
-        where: list[str] = []
-        args: list[Any] = []
-        if parents is not None:
-            if not parents:
-                return []
-            where.append(f"parent_id IN ({', '.join('?' * len(parents))})")
-            args.extend(parents)
-        if status is not None:
-            where.append("status = ?")
-            args.append(status)
-        if model is not None:
-            if not self._summarized():
-                return []
-            where.append("model = ?")
-            args.append(model)
+        if parents is not None and not parents:
+            return []
+        if model is not None and not self._summarized():
+            return []
         if task is not None:
             self._define_unicode_lower()
-            where.append("instr(unicode_lower(task), ?) > 0")
-            args.append(task.lower())
-        if since is not None:
-            where.append("updated_at >= ?")
-            args.append(since)
-        sql = f"SELECT {self._run_columns()} FROM runs"
-        if where:
-            sql += " WHERE " + " AND ".join(where)
-        order = "DESC" if newest_first else ""
-        sql += f" ORDER BY created_at {order}, rowid {order}"
-        if limit is not None:
-            sql += " LIMIT ?"
-            args.append(max(limit, 0))
-        return [_run_record(r) for r in self._rows(sql, tuple(args))]
+        sql, args = runs_query(
+            self._run_columns(),
+            status=status,
+            model=model,
+            task=task,
+            since=since,
+            limit=limit,
+            newest_first=newest_first,
+            parents=parents or (),
+        )
+        return [run_record(r) for r in self._rows(sql, args)]
 
     def _define_unicode_lower(self) -> None:
         """`unicode_lower(text)` in this connection's SQL: Python's `str.lower`, every letter
         (SQLite's `lower` and `NOCASE` know ASCII letters only), as PostgreSQL's `lower`."""
         with self._lock:
             if not getattr(self, "_unicode_lower", False):
-                self._conn.create_function("unicode_lower", 1, _lower, deterministic=True)
+                self._conn.create_function("unicode_lower", 1, lower, deterministic=True)
                 self._unicode_lower = True
 
     def unsummarized(self) -> list[str]:
@@ -443,10 +436,7 @@ class SQLiteEventStore:
         first; the agent side folds them once (`agentsm.catalog.backfill`)."""
         if not self._summarized():
             return [r[0] for r in self._rows("SELECT run_id FROM runs ORDER BY created_at, rowid")]
-        rows = self._rows(
-            "SELECT run_id, created_at FROM runs INDEXED BY runs_unsummarized "
-            "WHERE steps IS NULL AND last_seq > 0"
-        )
+        rows = self._rows(UNSUMMARIZED)
         return [r[0] for r in sorted(rows, key=lambda r: r[1])]
 
     def search(
@@ -1062,9 +1052,9 @@ class SQLiteEventStore:
             self._has_drivers = "driver_pid" in columns
             self._has_summaries = "steps" in columns
         return (
-            _RUN_COLUMNS
-            + (_DRIVER_COLUMNS if self._has_drivers else ", NULL, NULL, NULL, NULL")
-            + (_SUMMARY_COLUMNS if self._has_summaries else "")
+            RUN_COLUMNS
+            + (DRIVER_COLUMNS if self._has_drivers else NO_DRIVER_COLUMNS)
+            + (SUMMARY_COLUMNS if self._has_summaries else "")
         )
 
     def _summarized(self) -> bool:
@@ -1242,35 +1232,3 @@ def _write_summary(conn: sqlite3.Connection, run_id: str, summary: RunSummary) -
         f"UPDATE runs SET {_SUMMARY_SET} WHERE run_id = ?", (*_summary_row(summary), run_id)
     )
     return cur.rowcount
-
-
-def _lower(text: str | None) -> str | None:
-    return None if text is None else text.lower()
-
-
-def _run_record(row: tuple[Any, ...]) -> RunRecord:
-    summary = RunSummary()
-    if len(row) > 13 and row[13] is not None:
-        summary = RunSummary(
-            steps=row[13],
-            input_tokens=row[14] or 0,
-            output_tokens=row[15] or 0,
-            cost=row[16],
-            model=row[17],
-            answer=row[18],
-            error=row[19],
-        )
-    return RunRecord(
-        run_id=row[0],
-        task=row[1],
-        status=row[2],
-        created_at=row[3],
-        updated_at=row[4],
-        last_seq=row[5],
-        parent_id=row[6],
-        branch_seq=row[7],
-        info=json.loads(row[8] or "{}"),
-        driver=Driver(row[9], row[10], row[11] or "") if row[9] else None,
-        lease_until=row[12],
-        summary=summary,
-    )

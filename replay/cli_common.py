@@ -5,7 +5,6 @@ as tables, JSON or CSV."""
 from __future__ import annotations
 
 import functools
-import json
 import os
 import re
 import sys
@@ -28,7 +27,6 @@ from .cli_options import (
     example,
     reset,
 )
-from .errors import UsageError
 from .render import Style, printable
 
 if TYPE_CHECKING:  # the agent's parts load with the commands that run an agent
@@ -92,6 +90,8 @@ def get_builder(spec: str | None, required: bool = False) -> Builder | None:
 
         return load_builder(spec)
     if required:
+        from .errors import UsageError
+
         raise UsageError(
             "This command needs your agent: pass --builder module:factory (or set "
             "AGENTSM_BUILDER), where factory(task) returns an AgentBuilder."
@@ -101,9 +101,13 @@ def get_builder(spec: str | None, required: bool = False) -> Builder | None:
 
 def json_arg(option: str, text: str, example_form: str) -> Any:
     """A JSON command-line value, or an error naming the option and showing the form."""
+    import json
+
     try:
         return json.loads(text)
     except ValueError as e:
+        from .errors import UsageError
+
         raise UsageError(f"{option} is not valid JSON ({e}); give it as in {example_form}.") from e
 
 
@@ -113,6 +117,8 @@ def config_arg(text: str, recorded: AgentConfig) -> AgentConfig:
     from pydantic import ValidationError
 
     from agentsm import AgentConfig
+
+    from .errors import UsageError
 
     form = """--config '{"max_steps": 3}'"""
     value = json_arg("--config", text, form)
@@ -153,6 +159,8 @@ def parse_since(text: str | None, now: float | None = None) -> float | None:
     try:
         return datetime.fromisoformat(text).timestamp()
     except ValueError:
+        from .errors import UsageError
+
         raise UsageError(
             f"--since {text!r}: give a duration (30m, 2h, 1d, 1w) or a date (2026-11-22) "
             "or a time (2026-11-22T08:00)."
@@ -192,6 +200,8 @@ class Listing:
         """Print the rows as `fmt` ("json", "csv") or as a table (None). CSV shows control
         characters as escapes (`printable`), as the table does; JSON keeps them, escaped."""
         if fmt == "json":
+            import json
+
             click.echo(json.dumps(self.records, indent=2, ensure_ascii=False))
         elif fmt == "csv":
             import csv
@@ -236,6 +246,8 @@ def limit_option(what: str, *, name: str = "--limit", default: int = 50) -> Call
 def output_format(as_json: bool, as_csv: bool) -> str | None:
     """ "json", "csv" or None (a table) from `--json` and `--csv`, which exclude each other."""
     if as_json and as_csv:
+        from .errors import UsageError
+
         raise UsageError("give --json or --csv, not both.")
     return "json" if as_json else "csv" if as_csv else None
 

@@ -1,9 +1,11 @@
 """`agentsm runs`: the catalog of a log as a table, JSON or CSV, read without folding a
-single run. It loads no more than click, SQLite and the table renderer, so that it answers at
-once (benchmarks/startup.py)."""
+single run. An up-to-date SQLite log is read with the sqlite3 module alone
+(`replay.catalog_file`), any other through its store: the listing loads no more than click,
+sqlite3 and the table renderer, so that it answers at once (benchmarks/startup.py)."""
 
 from __future__ import annotations
 
+import sqlite3
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -11,6 +13,7 @@ import click
 from agentsm.marks import subagent_of
 from agentsm.tables import Column
 
+from .catalog_file import CatalogFile
 from .cli_common import (
     Listing,
     common,
@@ -24,10 +27,76 @@ from .cli_common import (
     status_cell,
     when,
 )
-from .errors import UsageError
 
-if TYPE_CHECKING:
-    from eventstore import EventStore, RunRecord
+if TYPE_CHECKING:  # types only: the listing defines no class it does not use
+    from collections.abc import Mapping, Sequence
+    from typing import Protocol, TypeVar
+
+    from eventstore import RunRecord
+
+    class Summarized(Protocol):
+        """What a listing shows of a run's summary (`RunSummary`, `ListedSummary`)."""
+
+        @property
+        def steps(self) -> int: ...
+        @property
+        def input_tokens(self) -> int: ...
+        @property
+        def output_tokens(self) -> int: ...
+        @property
+        def tokens(self) -> int: ...
+        @property
+        def cost(self) -> float | None: ...
+        @property
+        def model(self) -> str | None: ...
+        @property
+        def answer(self) -> str | None: ...
+        @property
+        def error(self) -> str | None: ...
+
+    class Listed(Protocol):
+        """A run as a listing reads it: a `RunRecord` from a store, or a `ListedRun` read from
+        the file alone."""
+
+        @property
+        def run_id(self) -> str: ...
+        @property
+        def task(self) -> str: ...
+        @property
+        def status(self) -> str: ...
+        @property
+        def shown_status(self) -> str: ...
+        @property
+        def created_at(self) -> float: ...
+        @property
+        def updated_at(self) -> float: ...
+        @property
+        def parent_id(self) -> str | None: ...
+        @property
+        def branch_seq(self) -> int | None: ...
+        @property
+        def info(self) -> Mapping[str, Any]: ...
+        @property
+        def summary(self) -> Summarized: ...
+        def driver_gone(self) -> bool: ...
+
+    R = TypeVar("R", bound=Listed)
+    R_co = TypeVar("R_co", bound=Listed, covariant=True)
+
+    class Catalog(Protocol[R_co]):
+        """Where a listing reads runs from: an `EventStore`, or a `CatalogFile`."""
+
+        def runs(
+            self,
+            *,
+            status: str | None,
+            model: str | None,
+            task: str | None,
+            since: float | None,
+            limit: int | None,
+            newest_first: bool,
+        ) -> Sequence[R_co]: ...
+
 
 __all__ = ["RUN_COLUMNS", "RUN_KEYS", "STATUSES", "run_record", "runs", "select"]
 
@@ -50,21 +119,24 @@ STATUSES = (
 
 
 def select(
-    store: EventStore,
+    store: Catalog[R],
     *,
     status: str | None,
     model: str | None,
     task: str | None,
     since: float | None,
     limit: int | None,
-) -> list[RunRecord]:
-    """The newest `limit` runs matching the filters, oldest first, from the catalog alone."""
+) -> list[R]:
+    """The newest `limit` runs matching the filters, oldest first, from the catalog alone (of a
+    store, or of a `CatalogFile`)."""
     if status is not None and status not in STATUSES:
+        from .errors import UsageError  # loaded for the error only
+
         raise UsageError(f"--status {status!r}: use one of {', '.join(STATUSES)}.")
     wanted = {"error": ("failed", "aborted"), "interrupted": ("running",)}.get(
         status or "", (status,)
     )
-    found: list[RunRecord] = []
+    found: list[R] = []
     for one in wanted:  # interrupted runs are told apart from live ones before the limit
         found += store.runs(
             status=one,
@@ -80,19 +152,19 @@ def select(
     return list(reversed(found[:limit] if limit is not None else found))
 
 
-def _parent_cell(r: RunRecord, tool: str | None) -> str:
+def _parent_cell(r: Listed, tool: str | None) -> str:
     """Where the run comes from: `PARENT@SEQ` for a branch, and the tool for a sub-agent."""
     if not r.parent_id:
         return ""
     return f"{r.parent_id}@{r.branch_seq}" + (f" sub-agent {tool}" if tool else "")
 
 
-def _tree(records: list[RunRecord]) -> list[tuple[RunRecord, int]]:
+def _tree(records: Sequence[R]) -> list[tuple[R, int]]:
     by_id = {r.run_id: r for r in records}
-    children: dict[str | None, list[RunRecord]] = {}
+    children: dict[str | None, list[R]] = {}
     for r in records:
         children.setdefault(r.parent_id if r.parent_id in by_id else None, []).append(r)
-    ordered: list[tuple[RunRecord, int]] = []
+    ordered: list[tuple[R, int]] = []
 
     def walk(parent: str | None, level: int) -> None:
         for r in children.get(parent, []):
@@ -139,7 +211,7 @@ RUN_KEYS = (
 at `parent_id`@`branch_seq` started the run; None for a branch or a root)."""
 
 
-def run_record(r: RunRecord) -> dict[str, Any]:
+def run_record(r: Listed) -> dict[str, Any]:
     """A run as plain data (what `runs --json` and `--csv` give)."""
     s = r.summary
     return {
@@ -191,15 +263,14 @@ def runs(
 ) -> None:
     """List the runs of the log, newest last: status, steps, tokens, cost, model, and the start
     of the answer or error (read from the catalog; no run is folded)."""
-    store = open_log()
-    records = select(
-        store,
-        status=status,
-        model=model,
-        task=task,
-        since=parse_since(since),
-        limit=limit or None,
+    filters: dict[str, Any] = dict(
+        status=status, model=model, task=task, since=parse_since(since), limit=limit or None
     )
+    records: Sequence[Listed] | None = None if tree else _from_the_file(**filters)
+    from_store: list[RunRecord] = []
+    if records is None:  # any log, through its store (a tree reads the judgements there too)
+        store = open_log()
+        records = from_store = select(store, **filters)
     if not records and fmt is None:
         filtered = any(x is not None for x in (status, since, task, model))
         click.echo(f"No runs{' match' if filtered else ''} in {shown(db_path())}.")
@@ -210,7 +281,7 @@ def runs(
     if tree:  # best of N: the pick marked
         from .judgement import family_notes
 
-        notes = family_notes(store, records)
+        notes = family_notes(store, from_store)
     for r, depth in placed:
         s = r.summary
         tool = subagent_of(r)
@@ -241,8 +312,22 @@ def _star(notes: dict[str, str], run_id: str) -> str:
     return " ★" if notes.get(run_id, "").startswith("★") else ""
 
 
-def _said(notes: dict[str, str], r: RunRecord) -> str:
+def _said(notes: dict[str, str], r: Listed) -> str:
     """The answer or error of a run as a listing shows it; a judgement says what it picked."""
     said = r.summary.answer or (f"error: {r.summary.error}" if r.summary.error else "")
     note = notes.get(r.run_id, "")
     return f"{note}: {said}" if note and not note.startswith("★") else said
+
+
+def _from_the_file(**filters: Any) -> Sequence[Listed] | None:
+    """The runs `select` gives, read from an up-to-date SQLite log with sqlite3 alone; None
+    where the log must be opened through its store (`CatalogFile.open`)."""
+    catalog = CatalogFile.open(db_path())
+    if catalog is None:
+        return None
+    try:
+        return select(catalog, **filters)
+    except sqlite3.Error:  # changed under us: the store reads it (or says what is wrong)
+        return None
+    finally:
+        catalog.close()
