@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from .facts import UnknownFact
     from .frozen import FrozenDict, FrozenList, thaw
     from .history import History
+    from .hooks import Abort, GuardInput, Refuse, Replace, ToolCallInfo, TurnInfo, Veto
     from .llm import (
         AnthropicCaller,
         AzureOpenAiCaller,
@@ -100,6 +101,7 @@ __version__ = "0.3.0"
 
 __all__ = [
     "SUSPEND",
+    "Abort",
     "AgentBuilder",
     "AgentConfig",
     "AgentEngine",
@@ -125,6 +127,7 @@ __all__ = [
     "FrozenDict",
     "FrozenList",
     "GeminiCaller",
+    "GuardInput",
     "HandlerCrashed",
     "History",
     "HistoryEntry",
@@ -144,6 +147,8 @@ __all__ = [
     "ParentCall",
     "ReasoningDelta",
     "ReasoningPart",
+    "Refuse",
+    "Replace",
     "RunContext",
     "RunErrored",
     "RunStopped",
@@ -163,6 +168,7 @@ __all__ = [
     "TokenUsage",
     "Tool",
     "ToolCall",
+    "ToolCallInfo",
     "ToolContext",
     "ToolFinished",
     "ToolOutcome",
@@ -176,9 +182,11 @@ __all__ = [
     "TraceEntry",
     "TransitionTable",
     "TransitionTaken",
+    "TurnInfo",
     "UnknownFact",
     "UnreadableFact",
     "UnrecordableFact",
+    "Veto",
     "apply",
     "build_transition_table",
     "estimate_request",
@@ -216,6 +224,7 @@ _LAZY: dict[str, tuple[str, ...]] = {
     ".facts": ("UnknownFact",),
     ".frozen": ("FrozenDict", "FrozenList", "thaw"),
     ".history": ("History",),
+    ".hooks": ("Abort", "GuardInput", "Refuse", "Replace", "ToolCallInfo", "TurnInfo", "Veto"),
     ".llm": (
         "AnthropicCaller",
         "AzureOpenAiCaller",
