@@ -286,8 +286,8 @@ def _(fact: f.InputChecked, memory: AgentMemory) -> AgentMemory:
         if "history" in update:  # a message in the middle of history: chained again
             update["history_digest"] = _chain("", update["history"])
     elif fact.verdict == "refused":
-        what = "task" if number == 0 else f"message {number}"
-        update["error"] = f"An input guard refused the {what}: {fact.reason}"
+        what = "the task" if number == 0 else f"message {number} sent to the run"
+        update["error"] = f"An input guard refused {what}: {fact.reason}"
     return _evolve(memory, update)
 
 
