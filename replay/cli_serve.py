@@ -31,8 +31,8 @@ def serve_command(host: str, port: int, builder: str | None) -> None:
     turns; every turn is recorded as `agentsm chat` records it. The API is described at
     /docs and /openapi.json."""
     try:
-        from .serve import LOOPBACK_HOSTS, Service, create_app
-        from .ui.server import Server, listen_problem
+        from .serve import LOOPBACK_HOSTS, Server, Service
+        from .serve.server import bind
     except ImportError as e:
         raise UsageError(
             f"agentsm serve needs FastAPI and uvicorn ({e.name} is missing): "
@@ -40,14 +40,13 @@ def serve_command(host: str, port: int, builder: str | None) -> None:
         ) from e
     make = get_builder(builder, required=True)
     assert make is not None
-    if port:
-        problem = listen_problem(host, port)  # before the log is opened or created
-        if problem is not None:
-            raise UsageError(problem)
+    try:
+        bind(host, port).close()  # before the log is opened or created
+    except OSError as e:
+        raise UsageError(e.strerror or str(e)) from None
     service = Service(db_path(), make)
     try:
-        hosts = list(LOOPBACK_HOSTS) if host in LOOPBACK_HOSTS else ["*"]
-        server = Server(create_app(service, hosts=hosts), host=host, port=port)
+        server = Server(service, host, port)
         agent = builder or os.environ.get("AGENTSM_BUILDER", "")
         click.echo(
             f"agentsm serve: {printable(agent)} on {printable(db_path())} at {server.url}  "

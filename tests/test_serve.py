@@ -571,19 +571,9 @@ def test_agentsm_serve_streams_turns_over_the_network_until_interrupted(tmp_path
     db = tmp_path / "served.db"
     agent = f"{ROOT / 'tests' / 'outside_agent.py'}:make_agent"
     gate = Gate(tmp_path / "gate")
+    command = ["serve", "--builder", agent, "--db", str(db), "--port", "0"]
     process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "replay",
-            "serve",
-            "--builder",
-            agent,
-            "--db",
-            str(db),
-            "--port",
-            "0",
-        ],
+        [sys.executable, "-m", "replay", *command],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -596,32 +586,58 @@ def test_agentsm_serve_streams_turns_over_the_network_until_interrupted(tmp_path
         wait_for(url, process)
         with httpx.Client(base_url=url, timeout=60) as client:
             client.post("/threads", json={"thread_id": "net"})
+            done: Events = []
             with client.stream("POST", "/threads/net/messages", json={"text": "weather"}) as s:
-                seen: Events = []
+                for event in events_of_lines(s.iter_lines()):  # as they come
+                    done.append(event)
+                    if event[0] == "tool_call":
+                        n = event[1]["args"]["n"]  # slow(n) waits until its call is seen here
+                        if n == 1:
+                            steered = client.post("/threads/net/steer", json={"text": "in Celsius"})
+                            assert steered.status_code == 202
+                        gate.go(n)
+            for used in gate.folder.iterdir():  # the next turn's slow(1) waits again
+                used.unlink()
+            cut: Events = []
+            with client.stream("POST", "/threads/net/messages", json={"text": "weather"}) as s:
                 for event in events_of_lines(s.iter_lines()):
-                    seen.append(event)
-                    if event[0] != "tool_call":
-                        continue
-                    n = event[1]["args"]["n"]  # slow(n) waits until its call was seen here
-                    if n == 1:
-                        steered = client.post("/threads/net/steer", json={"text": "in Celsius"})
-                        assert steered.status_code == 202
-                    gate.go(n)
-        assert seen[-1] == (
+                    cut.append(event)
+                    if event[0] == "tool_call":
+                        process.send_signal(signal.SIGINT)  # Ctrl-C while the turn runs
+        gate.go(1)  # the tool's thread ends; the process exits
+        out, err = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert done[-1] == (
+        "end",
+        {
+            "thread_id": "net",
+            "run_id": "net-1",
+            "status": "done",
+            "answer": "Heard: in Celsius",
+            "error": None,
+        },
+    )
+    assert cut[-2:] == [
+        ("stopped", {"reason": "the server stopped; resume the turn to go on"}),
+        (
             "end",
             {
                 "thread_id": "net",
-                "run_id": "net-1",
-                "status": "done",
-                "answer": "Heard: in Celsius",
+                "run_id": "net-2",
+                "status": "stopped",
+                "answer": None,
                 "error": None,
             },
-        )
-    finally:
-        process.send_signal(signal.SIGINT)
-        out, err = process.communicate(timeout=30)
-    assert "Traceback" not in err, err
+        ),
+    ]
+    assert (process.returncode, err.strip()) == (130, "agentsm: interrupted.")  # as Ctrl-C does
     assert first.startswith(f"agentsm serve: {agent} on {db} at http://127.0.0.1:")
+    store = open_store(db)
+    assert store.run("net-2").status == "stopped"
+    store.close()
     assert replay_thread(db, "net", outside_agent.make_agent).identical
 
 

@@ -5,6 +5,15 @@ command line uses."""
 
 from .app import LOOPBACK_HOSTS, create_app
 from .drives import Drive
+from .server import Server
 from .service import Refused, Service, ThreadNotFound
 
-__all__ = ["LOOPBACK_HOSTS", "Drive", "Refused", "Service", "ThreadNotFound", "create_app"]
+__all__ = [
+    "LOOPBACK_HOSTS",
+    "Drive",
+    "Refused",
+    "Server",
+    "Service",
+    "ThreadNotFound",
+    "create_app",
+]

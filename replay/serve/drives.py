@@ -103,6 +103,13 @@ class Drive:
             self._add(("end", end))
             self.ended = True
 
+    def ended_with(self, events: Sequence[Event]) -> Drive:
+        """This drive, ended after `events` (its `end` last), without driving anything: how
+        a turn driven elsewhere stands."""
+        self.events.extend(events)
+        self.ended = True
+        return self
+
     def _stopped(self, answer: str | None, error: str | None) -> EndEvent:
         """The end of a drive the server stopped (as the engine records it, cancelled)."""
         return EndEvent(thread_id=self.thread_id, run_id=self.run_id, status="stopped")

@@ -15,7 +15,7 @@ from agentsm import AgentError, Thread, ThreadBusy
 from agentsm.images import Image
 from agentsm.inbox import send_stop
 from agentsm.outputs import AgentOutput, ApprovalNeeded
-from agentsm.threads import ENDED, ThreadSummary, thread_mark, thread_messages, thread_runs, threads
+from agentsm.threads import ENDED, ThreadSummary, thread_runs, threads
 from agentsm.types import ApprovalRequest
 from eventstore import EventStore, RunRecord
 
@@ -24,15 +24,16 @@ from ..outside import answer, request_stop, steer
 from ..resuming import decide, pending_requests
 from ..source import Builder
 from .drives import Drive, one_line
-from .events import EndEvent, request_events
-from .models import (
-    PendingRequest,
-    Steered,
-    Stopped,
-    ThreadDetail,
-    ThreadInfo,
-    ThreadMessage,
-    TurnInfo,
+from .events import EndEvent
+from .models import Steered, Stopped, ThreadDetail, ThreadInfo, TurnInfo
+from .views import (
+    empty_thread,
+    standing_events,
+    thread_detail,
+    thread_info,
+    thread_of,
+    turn_info,
+    turn_of,
 )
 
 __all__ = ["Refused", "Service", "ThreadNotFound"]
@@ -87,35 +88,15 @@ class Service:
         """A thread: its turns, the conversation, what its last turn waits for."""
         turns = self._turns(thread_id)
         if not turns:
-            return ThreadDetail(
-                **self._empty(thread_id).model_dump(), runs=[], messages=[], pending=[]
-            )
+            return thread_detail(self.store, self._empty(thread_id), [], [])
         summary = next(t for t in threads(self.store) if t.thread_id == thread_id)
         last = turns[-1]
-        pending: list[ApprovalRequest] = (
-            pending_requests(self.store, last.run_id) if last.status == "waiting" else []
-        )
-        return ThreadDetail(
-            **self._info(summary).model_dump(),
-            runs=[_turn_info(r) for r in turns],
-            messages=[
-                ThreadMessage(**m) for m in thread_messages(self.store, [r.run_id for r in turns])
-            ],
-            pending=[
-                PendingRequest(
-                    kind=r.kind,
-                    call_id=r.call.id,
-                    name=r.call.name,
-                    args=dict(r.call.args),
-                    reason=r.reason,
-                )
-                for r in pending
-            ],
-        )
+        waiting = pending_requests(self.store, last.run_id) if last.status == "waiting" else []
+        return thread_detail(self.store, self._info(summary), turns, waiting)
 
     def turn(self, thread_id: str, run_id: str) -> TurnInfo:
         """One turn of a thread."""
-        return _turn_info(self._run_of(thread_id, run_id))
+        return turn_info(self._run_of(thread_id, run_id))
 
     def drive_of(self, thread_id: str, run_id: str) -> Drive:
         """The last drive of a turn here, under way, or ended as the turn stands now; for a
@@ -272,13 +253,17 @@ class Service:
         for drive in list(self.drives.values()):
             await drive.wait()
 
-    async def aclose(self) -> None:
-        """Stop the drives under way, each left stopped (resumable: `POST .../resume`, or
-        `agentsm resume`) once it has recorded so, then close the log."""
+    async def stop_drives(self) -> None:
+        """Stop the drives under way (the server stops): each run is recorded stopped
+        (resumable: `POST .../resume`, or `agentsm resume`), and its stream ends."""
         for drive in self.drives.values():
             drive.cancel()
         for drive in list(self.drives.values()):
             await drive.wait()
+
+    async def aclose(self) -> None:
+        """Stop the drives under way (`stop_drives`), then close the log."""
+        await self.stop_drives()
         self.close()
 
     def close(self) -> None:
@@ -345,7 +330,7 @@ class Service:
         if self._driven_here(record.run_id):
             raise Refused(
                 f"Run {record.run_id} is under way here; follow it "
-                f"(GET /threads/{_thread_of(record)}/runs/{record.run_id}/events), steer it or "
+                f"(GET /threads/{thread_of(record)}/runs/{record.run_id}/events), steer it or "
                 "stop it."
             )
 
@@ -366,7 +351,7 @@ class Service:
             f"wait for its end event ({where}/runs/{last.run_id}/events) or stop it ({where}/stop)",
         )
         raise Refused(
-            f"Thread {thread_id}'s turn {_turn_of(last)} (run {last.run_id}) has not ended "
+            f"Thread {thread_id}'s turn {turn_of(last)} (run {last.run_id}) has not ended "
             f"(status {status}): {todo}; then post the message again."
         )
 
@@ -374,7 +359,7 @@ class Service:
         self, thread_id: str, record: RunRecord, waiting: Sequence[ApprovalRequest]
     ) -> Drive:
         """Drive the turn on from its log, or, while something still waits, say what."""
-        turn = _turn_of(record)
+        turn = turn_of(record)
         if waiting:
             asked = [ApprovalNeeded(tuple(waiting))]
             return self._drive(thread_id, record.run_id, turn, None, asked, None)
@@ -418,77 +403,12 @@ class Service:
         """How a turn not driven here stands, as a drive that has ended: what it waits for,
         then its `end`."""
         waiting = pending_requests(self.store, record.run_id) if record.status == "waiting" else []
-        drive = Drive(thread_id, record.run_id, _turn_of(record))
-        for event in request_events(waiting):
-            drive.events.append(event)
-        status = record.shown_status
-        drive.events.append(
-            (
-                "end",
-                EndEvent(
-                    thread_id=thread_id,
-                    run_id=record.run_id,
-                    status=status,
-                    answer=record.summary.answer if status == "done" else None,
-                    error=record.summary.error if status in ("failed", "aborted") else None,
-                ),
-            )
+        return Drive(thread_id, record.run_id, turn_of(record)).ended_with(
+            standing_events(thread_id, record, waiting)
         )
-        drive.ended = True
-        return drive
 
     def _info(self, summary: ThreadSummary) -> ThreadInfo:
-        last = summary.last
-        return ThreadInfo(
-            thread_id=summary.thread_id,
-            turns=summary.turns,
-            status=last.shown_status,
-            last_run=last.run_id,
-            last_message=last.task,
-            last_answer=last.summary.answer,
-            last_error=last.summary.error,
-            updated_at=last.updated_at,
-            branched_from=summary.branched_from,
-            branch_turn=summary.branch_turn,
-            driving=self._driven_here(last.run_id),
-        )
+        return thread_info(summary, self._driven_here(summary.last.run_id))
 
     def _empty(self, thread_id: str) -> ThreadInfo:
-        return ThreadInfo(
-            thread_id=thread_id,
-            turns=0,
-            status=None,
-            last_run=None,
-            last_message=None,
-            last_answer=None,
-            last_error=None,
-            updated_at=self.started.get(thread_id),
-            driving=False,
-        )
-
-
-def _turn_info(record: RunRecord) -> TurnInfo:
-    s = record.summary
-    return TurnInfo(
-        run_id=record.run_id,
-        turn=_turn_of(record),
-        status=record.shown_status,
-        task=record.task,
-        answer=s.answer,
-        error=s.error,
-        steps=s.steps,
-        input_tokens=s.input_tokens,
-        output_tokens=s.output_tokens,
-        created_at=record.created_at,
-        updated_at=record.updated_at,
-    )
-
-
-def _turn_of(record: RunRecord) -> int:
-    mark = thread_mark(record)
-    return int(mark["turn"]) if mark else 0
-
-
-def _thread_of(record: RunRecord) -> str:
-    mark = thread_mark(record)
-    return str(mark["id"]) if mark else ""
+        return empty_thread(thread_id, self.started.get(thread_id))
