@@ -37,7 +37,7 @@ from .otlp import otlp_provider, quiet_sdk_logs, traces_url, unreachable
 from .semconv import (
     input_messages,
     output_message,
-    provider_name,
+    provider_attributes,
     request_attributes,
     server_attributes,
     usage_attributes,
@@ -91,7 +91,11 @@ class RunSpans:
         self.capture_content = capture_content
         self.store = store
         self.context = context
-        self.provider = provider_name(definition.llm)
+        config = definition.config
+        self.model = config.models.get(definition.task_type) or config.models.get("default")
+        """The model the run asks for (None: its caller's own default)."""
+        self._provider = provider_attributes(definition.llm, self.model or "")
+        self.provider = self._provider["gen_ai.provider.name"]
         self._requested = request_attributes(definition.llm)
         self._described = {t.name: t.description for t in definition.tools}
         self._agent: Span | None = None
@@ -203,7 +207,7 @@ class RunSpans:
         thread = self.definition.thread
         return {
             "gen_ai.operation.name": operation,
-            "gen_ai.provider.name": self.provider,
+            **self._provider,
             "gen_ai.conversation.id": thread.id if thread is not None else self.run_id,
         }
 
@@ -222,9 +226,8 @@ class RunSpans:
             attributes["gen_ai.agent.name"] = name
         if d.parent_call is not None:
             attributes["agentsm.parent_run.id"] = d.parent_call.run_id
-        model = d.config.models.get(d.task_type) or d.config.models.get("default")
-        if model:
-            attributes["gen_ai.request.model"] = model
+        if self.model:
+            attributes["gen_ai.request.model"] = self.model
         if self.capture_content:
             attributes["gen_ai.input.messages"] = _json(
                 [{"role": "user", "parts": [{"type": "text", "content": d.task}]}]

@@ -4,6 +4,7 @@ messages in the conventions' JSON shape (roles and parts)."""
 
 from __future__ import annotations
 
+import re
 import urllib.parse
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -12,31 +13,91 @@ from agentsm.frozen import thaw
 from agentsm.types import LlmResponse, TokenUsage
 
 __all__ = [
-    "OTHER",
+    "DEFAULT_PROVIDER",
+    "WELL_KNOWN_PROVIDERS",
     "finish_reason",
     "input_messages",
     "output_message",
+    "provider_attributes",
     "provider_name",
     "request_attributes",
     "server_attributes",
     "usage_attributes",
 ]
 
-OTHER = "_OTHER"
-"""The provider of a run whose LLM caller did not say which it is (a scripted mock, a
-caller of one's own without a `settings["provider"]`)."""
+WELL_KNOWN_PROVIDERS = frozenset(
+    {
+        "anthropic",
+        "aws.bedrock",
+        "azure.ai.inference",
+        "azure.ai.openai",
+        "cohere",
+        "deepseek",
+        "gcp.gemini",
+        "gcp.gen_ai",
+        "gcp.vertex_ai",
+        "groq",
+        "ibm.watsonx.ai",
+        "mistral_ai",
+        "moonshot_ai",
+        "openai",
+        "perplexity",
+        "x_ai",
+    }
+)
+"""The conventions' well-known values of `gen_ai.provider.name`, the only ones checkers accept."""
+
+DEFAULT_PROVIDER = "openai"
+"""The provider of a run whose caller names none (a scripted mock, a caller of one's own
+without `settings["provider"]`) and whose model is no known provider's: agentsm hands every
+caller its messages in the shape of OpenAI's Chat Completions (roles, tool calls and their
+results), so such a caller is reported as speaking it, and its spans say that the name was
+not given (`agentsm.llm.provider_source`: "default")."""
 
 _PROVIDERS = {
-    "openai": "openai",
     "openai responses": "openai",
     "azure openai": "azure.ai.openai",
     "azure openai responses": "azure.ai.openai",
-    "anthropic": "anthropic",
     "gemini": "gcp.gemini",
     "bedrock": "aws.bedrock",
+    "aws": "aws.bedrock",
+    "azure": "azure.ai.inference",
+    "google": "gcp.gen_ai",
+    "vertex": "gcp.vertex_ai",
+    "vertex ai": "gcp.vertex_ai",
+    "vertexai": "gcp.vertex_ai",
+    "mistral": "mistral_ai",
+    "mistralai": "mistral_ai",
+    "xai": "x_ai",
+    "x.ai": "x_ai",
+    "watsonx": "ibm.watsonx.ai",
+    "moonshot": "moonshot_ai",
 }
-"""The provider callers' recorded names (`settings["provider"]`, lower-cased) and their
-well-known `gen_ai.provider.name`."""
+"""Names callers record (`settings["provider"]`, lower-cased: the provider callers' own, and
+other common spellings) that are not themselves a well-known `gen_ai.provider.name`."""
+
+_MODEL_FAMILIES = {
+    "gpt-": "openai",
+    "chatgpt": "openai",
+    "text-embedding": "openai",
+    "claude": "anthropic",
+    "gemini": "gcp.gemini",
+    "mistral": "mistral_ai",
+    "mixtral": "mistral_ai",
+    "codestral": "mistral_ai",
+    "magistral": "mistral_ai",
+    "ministral": "mistral_ai",
+    "pixtral": "mistral_ai",
+    "devstral": "mistral_ai",
+    "command": "cohere",
+    "grok": "x_ai",
+    "deepseek": "deepseek",
+    "sonar": "perplexity",
+    "kimi": "moonshot_ai",
+    "moonshot": "moonshot_ai",
+}
+"""How model names begin and the provider whose models they name (and OpenAI's o1, o3, ...)."""
+_O_SERIES = re.compile(r"o[1-9]\b")
 
 _CACHE_APART = frozenset({"anthropic", "aws.bedrock", "gcp.gemini", "gcp.vertex_ai"})
 """Providers whose callers record the input tokens without the cached ones (read and
@@ -53,17 +114,52 @@ _REQUEST: dict[str, tuple[str, type]] = {
 }
 
 
-def provider_name(settings: Mapping[str, Any]) -> str:
-    """`gen_ai.provider.name` of a run's LLM caller, from its recorded settings: the
-    well-known name of each provider caller (Gemini on Vertex AI is `gcp.vertex_ai`), a
-    caller's own name as it records it (lower-cased), else `_OTHER`."""
+def provider_name(settings: Mapping[str, Any], model: str = "") -> str:
+    """`gen_ai.provider.name` of a run's LLM caller (see `provider_attributes`)."""
+    return str(provider_attributes(settings, model)["gen_ai.provider.name"])
+
+
+def provider_attributes(settings: Mapping[str, Any], model: str = "") -> dict[str, str]:
+    """`gen_ai.provider.name` of a run's LLM caller, always one of the conventions' well-known
+    names, and where it comes from (`agentsm.llm.provider_source`): "declared", the name
+    the caller records in its settings (each provider caller's; Gemini on Vertex AI is
+    `gcp.vertex_ai`; a caller of one's own says `{"provider": "mistral_ai"}`, or "Mistral");
+    "model", the provider whose models the run asks for (`claude-...` is `anthropic`, a
+    `vendor/model` name its vendor's) when the caller names none, or one no checker knows;
+    else "default", `DEFAULT_PROVIDER`. A declared name that is not a well-known one is kept
+    as `agentsm.llm.provider`."""
     recorded = settings.get("provider")
-    if not isinstance(recorded, str) or not recorded.strip():
-        return OTHER
-    key = recorded.strip().lower()
+    declared = recorded.strip() if isinstance(recorded, str) else ""
+    key = declared.lower()
     if key == "gemini" and settings.get("vertexai"):
-        return "gcp.vertex_ai"
-    return _PROVIDERS.get(key, key)
+        key = "gcp.vertex_ai"
+    known = _well_known(key)
+    source = "declared"
+    if known is None:
+        known, source = _of_model(model), "model"
+    if known is None:
+        known, source = DEFAULT_PROVIDER, "default"
+    attributes = {"gen_ai.provider.name": known, "agentsm.llm.provider_source": source}
+    if declared and source != "declared":
+        attributes["agentsm.llm.provider"] = declared
+    return attributes
+
+
+def _well_known(name: str) -> str | None:
+    name = _PROVIDERS.get(name, name)
+    return name if name in WELL_KNOWN_PROVIDERS else None
+
+
+def _of_model(model: str) -> str | None:
+    """The provider whose models are named so: by its family (`gpt-4o`, `claude-...`), or by
+    the vendor a `vendor/model` name starts with (`mistralai/...`)."""
+    vendor, _, name = model.strip().lower().rpartition("/")
+    if _O_SERIES.match(name):
+        return "openai"
+    for start, provider in _MODEL_FAMILIES.items():
+        if name.startswith(start):
+            return provider
+    return _well_known(vendor.rsplit("/", 1)[-1]) if vendor else None
 
 
 def request_attributes(settings: Mapping[str, Any]) -> dict[str, Any]:

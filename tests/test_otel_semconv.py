@@ -1,7 +1,8 @@
 """Spans checked by a third party: every span of the demo, a sub-agent run, a failed tool, a
-failed LLM call, and tool-calling and streamed runs of each provider caller on recorded
-traffic passes pytest-genai-semconv's checks of the GenAI semantic conventions, with content
-captured and without; and what the log records reaches the spans."""
+failed LLM call, runs on the scriptable mock of agentsm.testing and on callers of one's own,
+and tool-calling and streamed runs of each provider caller on recorded traffic passes
+pytest-genai-semconv's checks of the GenAI semantic conventions, with content captured and
+without; and what the log records reaches the spans."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from pytest_genai_semconv import (
     assert_execute_tool_span,
     assert_genai_span_compliant,
     assert_invoke_agent_span,
+    spec,
 )
 
 from agentsm import (
@@ -32,8 +34,12 @@ from agentsm import (
     tool,
 )
 from agentsm.llm import AzureOpenAiCaller
+from agentsm.memory import AgentMemory
+from agentsm.testing import ToolBehaviour, run_inputs
+from agentsm.tools import ToolRegistry
 from replay.demo import demo_agent
 from replay.otel import export_spans, traced
+from replay.semconv import WELL_KNOWN_PROVIDERS, provider_attributes
 
 from .aws import aws_env  # noqa: F401 (a fixture, used by name)
 from .loopback import LoopbackProvider
@@ -254,6 +260,85 @@ def _openai_child() -> Any:
     """The child's LLM: the scripted child, standing in for OpenAI."""
     child = ChildLlm()
     return MockLlmCaller([child.call, child.call], provider="openai")
+
+
+# -- the scriptable mock and callers of one's own -----------------------------------------------
+
+
+def test_a_run_on_the_scriptable_mock_of_agentsm_testing() -> None:
+    script = [
+        LlmResponse.tool_call("lookup", {"key": "k"}, id="c1"),
+        LlmResponse.final_answer("The value of k, as looked up."),
+    ]
+    found = run_inputs(script, AgentConfig(), {"lookup": ToolBehaviour("success")}, [], None)
+    plain, full = both(found.engine)
+    assert [s.name for s in plain] == ["chat", "execute_tool lookup", "chat", "invoke_agent"]
+    for span in plain:  # nothing named a provider: the default, and said to be one
+        assert attrs(span)["gen_ai.provider.name"] == "openai"
+        assert attrs(span)["agentsm.llm.provider_source"] == "default"
+        assert "agentsm.llm.provider" not in attrs(span)
+
+
+class OwnCaller:
+    """A caller of one's own: a class with `call`, its provider in its settings or not."""
+
+    def __init__(self, settings: dict[str, Any]) -> None:
+        self.settings = settings
+        self.served = 0
+
+    async def call(self, memory: AgentMemory, tools: ToolRegistry, model: str) -> LlmResponse:
+        self.served += 1
+        if self.served == 1:
+            return LlmResponse.tool_call("note", {"text": memory.task}, id="n1")
+        return LlmResponse.final_answer("Noted, and answered at length.")
+
+
+@tool
+def note(text: str) -> str:
+    """Note a text down."""
+    return f"noted: {text}"
+
+
+OWN = {  # settings, model -> gen_ai.provider.name, where it comes from, the caller's own name
+    "declared": ({"provider": "mistral_ai"}, "", ("mistral_ai", "declared", None)),
+    "declared as people write it": ({"provider": "Mistral"}, "", ("mistral_ai", "declared", None)),
+    "from the model": ({}, "claude-sonnet-4-0", ("anthropic", "model", None)),
+    "a gateway's model": (
+        {"provider": "acme-gateway"},
+        "mistralai/Mixtral-8x7B-Instruct",
+        ("mistral_ai", "model", "acme-gateway"),
+    ),
+    "nothing known": ({"provider": "acme-gateway"}, "", ("openai", "default", "acme-gateway")),
+}
+
+
+@pytest.mark.parametrize("name", OWN)
+def test_a_run_on_a_caller_of_ones_own(
+    name: str, collected: tuple[TracerProvider, InMemorySpanExporter]
+) -> None:
+    settings, model, (expected, source, own) = OWN[name]
+    builder = AgentBuilder("Note this down").name("notes").llm(OwnCaller(settings)).tool(note)
+    engine = (builder.model(model) if model else builder).build()
+    provider, exporter = collected
+    with traced(engine, tracer_provider=provider):
+        engine.run()
+    live = checked(exporter.get_finished_spans(), content=False)
+    plain, _ = both(engine)
+    for spans in (live, plain):
+        assert len(of(spans, "chat")) == 2
+        for span in spans:
+            assert attrs(span)["gen_ai.provider.name"] == expected
+            assert attrs(span)["agentsm.llm.provider_source"] == source
+            assert attrs(span).get("agentsm.llm.provider") == own
+
+
+def test_every_provider_a_caller_can_name_is_one_the_checker_knows() -> None:
+    known = frozenset(spec.PROVIDER_NAMES)
+    assert WELL_KNOWN_PROVIDERS == known
+    for provider in ("openai", "Azure OpenAI", "gemini", "bedrock", "xAI", "watsonx", "", "x"):
+        for model in ("", "gpt-4o", "o3-mini", "grok-4", "deepseek-chat", "sonar-pro", "llama"):
+            reported = provider_attributes({"provider": provider}, model)
+            assert reported["gen_ai.provider.name"] in known, (provider, model)
 
 
 # -- each provider caller, on recorded traffic -------------------------------------------------
