@@ -15,7 +15,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 
@@ -29,14 +29,33 @@ from agentsm import (  # noqa: E402
     HumanInputRequired,
     LlmResponse,
     MockLlmCaller,
+    ToolContext,
     tool,
 )
+from agentsm.llm import emit_reasoning, emit_text  # noqa: E402
+from agentsm.outputs import (  # noqa: E402
+    AgentOutput,
+    ApprovalNeeded,
+    FinalAnswer,
+    ReasoningDelta,
+    RunErrored,
+    SteerTaken,
+    StopTaken,
+    TextDelta,
+    TextRetracted,
+    ToolFinished,
+    ToolPartial,
+    ToolProgress,
+    ToolStarted,
+    TransitionTaken,
+)
 from agentsm.trace import Trace  # noqa: E402
+from agentsm.types import ApprovalRequest, ToolCall  # noqa: E402
 from eventstore import open_store  # noqa: E402
 from replay import replay_thread  # noqa: E402
 from replay.cli import main  # noqa: E402
 from replay.serve import Service, create_app  # noqa: E402
-from replay.serve.events import EVENTS  # noqa: E402
+from replay.serve.events import EVENTS, events_of  # noqa: E402
 
 from . import outside_agent, thread_agent  # noqa: E402
 from .gates import Gate, open_gate  # noqa: E402
@@ -192,6 +211,87 @@ def test_a_failed_turn_is_streamed_and_the_thread_goes_on(tmp_path: Path) -> Non
     assert failed[-1][1]["status"] == "failed"
     assert "the model is unavailable" in failed[-1][1]["error"]
     assert after[-1][1]["answer"] == "Answer 2 to 'again'; earlier: fail"
+
+
+@tool(idempotent=True)
+def fetch(pages: int, ctx: ToolContext) -> str:
+    """Fetch the report's pages."""
+    for page in range(1, pages + 1):
+        ctx.progress(f"page {page} of {pages}")
+        ctx.partial({"page": page})
+    return f"{pages} pages"
+
+
+def streaming_agent(task: str) -> AgentBuilder:
+    """An agent whose tool reports how it goes, and whose LLM streams its reasoning and its
+    answer in pieces."""
+
+    def llm(memory: Any, tools: Any, model: str) -> LlmResponse:
+        if not memory.history[memory.carried :]:
+            return LlmResponse.tool_call("fetch", {"pages": 2}, id="f1")
+        emit_reasoning("The pages are in.")
+        for piece in ("Read ", "2 pages", "."):
+            emit_text(piece)
+        return LlmResponse.final_answer("Read 2 pages.")
+
+    return (
+        AgentBuilder(task)
+        .llm(MockLlmCaller([llm] * 2))
+        .tool(fetch)
+        .config(AgentConfig(min_answer_length=1))
+    )
+
+
+def test_progress_text_and_reasoning_are_streamed_as_they_come(tmp_path: Path) -> None:
+    async def talk() -> Events:
+        async with serving(tmp_path / "chat.db", streaming_agent) as client:
+            await client.post("/threads", json={"thread_id": "r"})
+            return await post_events(client, "/threads/r/messages", {"text": "read it"})
+
+    said = main_events(asyncio.run(talk()))
+    tool = {"call_id": "f1", "name": "fetch"}
+    assert said[1:-1] == [
+        ("tool_call", {**tool, "args": {"pages": 2}}),
+        ("tool_progress", {**tool, "text": "page 1 of 2"}),
+        ("tool_partial", {**tool, "value": {"page": 1}}),
+        ("tool_progress", {**tool, "text": "page 2 of 2"}),
+        ("tool_partial", {**tool, "value": {"page": 2}}),
+        ("tool_result", {**tool, "observation": "SUCCESS: 2 pages", "success": True}),
+        ("reasoning", {"text": "The pages are in.", "kind": "thinking"}),
+        ("text", {"text": "Read "}),
+        ("text", {"text": "2 pages"}),
+        ("text", {"text": "."}),
+        ("answer", {"content": "Read 2 pages."}),
+    ]
+
+
+def test_every_output_of_the_engine_has_an_event() -> None:
+    call = ToolCall(name="pay", args={"amount": 3}, id="c1")
+    request = ApprovalRequest(run_id="r", step=1, call=call)
+    outputs = [
+        TransitionTaken("Idle", "Start", "Planning", 0),
+        ToolStarted(call),
+        ToolProgress(call, "half way"),
+        ToolPartial(call, {"rows": [1, 2], "at": object()}),
+        ToolFinished(call, "SUCCESS: paid", True),
+        TextDelta("a"),
+        ReasoningDelta("b"),
+        TextRetracted("a", "overloaded", "b"),
+        FinalAnswer("done"),
+        RunErrored("no"),
+        ApprovalNeeded((request, request.model_copy(update={"kind": "question"}))),
+        SteerTaken("faster"),
+        StopTaken("enough"),
+    ]
+    assert set(get_args(AgentOutput)) == {type(o) for o in outputs}  # a new output needs an event
+    sent = [name for output in outputs for name, _ in events_of(output)]
+    assert set(sent) | {"run", "end"} == set(EVENTS)
+    for output in outputs:
+        for name, payload in events_of(output):
+            assert isinstance(payload, EVENTS[name])
+            assert json.loads(payload.model_dump_json())  # each goes on the wire as JSON
+    [(_, partial)] = events_of(outputs[3])
+    assert partial.model_dump()["value"]["rows"] == [1, 2]
 
 
 def test_a_question_is_answered_over_http_and_the_turn_goes_on(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel, Field
+from pydantic_core import to_jsonable_python
 
 from agentsm.outputs import (
     AgentOutput,
@@ -20,6 +21,8 @@ from agentsm.outputs import (
     TextDelta,
     TextRetracted,
     ToolFinished,
+    ToolPartial,
+    ToolProgress,
     ToolStarted,
     TransitionTaken,
 )
@@ -40,6 +43,8 @@ __all__ = [
     "StoppedEvent",
     "TextEvent",
     "ToolCallEvent",
+    "ToolPartialEvent",
+    "ToolProgressEvent",
     "ToolResultEvent",
     "TransitionEvent",
     "encode",
@@ -96,6 +101,23 @@ class ToolCallEvent(BaseModel):
     call_id: str
     name: str
     args: dict[str, Any]
+
+
+class ToolProgressEvent(BaseModel):
+    """A running tool said how it is going (`ctx.progress`); not what the LLM reads."""
+
+    call_id: str
+    name: str
+    text: str
+
+
+class ToolPartialEvent(BaseModel):
+    """A running tool handed over part of its result (`ctx.partial`), as JSON (what JSON
+    cannot hold, as its repr); the LLM reads the whole result in `tool_result`."""
+
+    call_id: str
+    name: str
+    value: Any
 
 
 class ToolResultEvent(BaseModel):
@@ -171,6 +193,8 @@ EVENTS: dict[str, type[BaseModel]] = {
     "reasoning": ReasoningEvent,
     "retracted": RetractedEvent,
     "tool_call": ToolCallEvent,
+    "tool_progress": ToolProgressEvent,
+    "tool_partial": ToolPartialEvent,
     "tool_result": ToolResultEvent,
     "steered": SteeredEvent,
     "approval": ApprovalEvent,
@@ -222,6 +246,13 @@ def events_of(output: AgentOutput) -> list[Event]:
             return [
                 ("tool_call", ToolCallEvent(call_id=call.id, name=call.name, args=dict(call.args)))
             ]
+        case ToolProgress(call=call, text=text):
+            return [
+                ("tool_progress", ToolProgressEvent(call_id=call.id, name=call.name, text=text))
+            ]
+        case ToolPartial(call=call, value=value):
+            part = to_jsonable_python(value, fallback=repr)
+            return [("tool_partial", ToolPartialEvent(call_id=call.id, name=call.name, value=part))]
         case ToolFinished(call=call, observation=observation, success=success):
             result = ToolResultEvent(
                 call_id=call.id, name=call.name, observation=observation, success=success
