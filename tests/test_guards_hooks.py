@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings
 
 from agentsm import (
     Abort,
@@ -37,6 +38,7 @@ from agentsm import (
 )
 from agentsm import facts as f
 from agentsm.memory import fold
+from agentsm.testing import AgentRun, agent_runs, sample_agent
 from agentsm.trace import Trace
 from eventstore import SQLiteEventStore
 from replay import assert_replays, branch_run, decide, replay_run, resume_run
@@ -496,3 +498,50 @@ def test_the_new_facts_round_trip_are_redacted_and_shown(tmp_path: Path) -> None
             .redact(r"sk-planted-\d+", name="keys")
         ),
     )
+
+
+# -- generated runs ------------------------------------------------------------------------------
+
+
+def _verdict(*parts: Any) -> int:
+    """A verdict from what a hook sees, the same each time it sees the same (0, 1 or 2)."""
+    return sum(map(ord, repr(parts))) % 3
+
+
+def hooked_agent(task: str) -> AgentBuilder:
+    """The sample agent with every kind of guard and hook, each deciding by what it sees."""
+
+    def guard(given: GuardInput) -> Replace | None:
+        return Replace(given.text + " (checked)") if _verdict(given.text) else None
+
+    def before_turn(turn: TurnInfo) -> Abort | None:
+        return Abort("enough turns") if turn.step >= 4 and _verdict(turn.step) == 0 else None
+
+    def after_turn(turn: TurnInfo) -> Abort | None:
+        return Abort("not that answer") if turn.answer and _verdict(turn.answer) == 0 else None
+
+    def before_call(info: ToolCallInfo) -> Veto | dict[str, Any] | None:
+        chosen = _verdict(info.call.name, dict(info.call.args))
+        if chosen == 0:
+            return Veto("not now")
+        return {**info.call.args, "checked": True} if chosen == 1 else None
+
+    def after_call(info: ToolCallInfo) -> str | None:
+        return None if info.success else f"{info.observation} (the hook saw it fail)"
+
+    return (
+        sample_agent(task)
+        .input_guard(guard)
+        .before_turn(before_turn)
+        .after_turn(after_turn)
+        .before_tool_call(before_call)
+        .after_tool_call(after_call)
+    )
+
+
+@settings(max_examples=25, derandomize=True, deadline=None)
+@given(agent_runs(builder=hooked_agent))
+def test_generated_runs_with_guards_and_hooks_keep_every_invariant_and_replay(
+    run: AgentRun,
+) -> None:
+    run.assert_invariants()  # the table's rows, ownership, the fold, and replay identical

@@ -129,7 +129,12 @@ class AgentRun:
                 problems.append(f"{where}: folding the log gives another memory ({diff})")
             if previous is not None:
                 reflecting = o.state == State.Reflecting
-                if not reflecting and m.history[: len(previous.history)] != previous.history:
+                guarded = isinstance(o.fact, f.InputChecked)  # a message no LLM has read yet
+                if (
+                    not reflecting
+                    and not guarded
+                    and m.history[: len(previous.history)] != previous.history
+                ):
                     problems.append(f"{where}: history shrank or changed outside Reflecting")
                 if m.step < previous.step:
                     problems.append(f"{where}: step went back from {previous.step} to {m.step}")
