@@ -1515,6 +1515,162 @@ links back to turn 3 of `weekend`.
 """),
 ]
 
+CODING = [
+    md("""
+# 10. A coding agent: files, a web API and a person's approval
+
+A small coding agent keeps a project's dependencies up to date. It works in one directory with
+the workspace tools (`.workspace(path)`: read, list, search, write and edit files), asks a
+package index for the latest release through its OpenAPI document (`.openapi(spec)`: one tool
+per operation), and a person approves every write. Its LLM is scripted, so the notebook runs
+offline: the package index is a small HTTP server on 127.0.0.1 started here. The agent reads a
+file, calls the API, is refused a file outside its workspace, waits for approval, edits the
+file; then the workspace is deleted, the server stopped, and the run replays identical offline
+and is branched at a step.
+"""),
+    code("""
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+Path("shop").mkdir()  # the agent's workspace
+Path("shop/requirements.txt").write_text("httpx==0.27.0\\npydantic==2.9.2\\n")
+Path("deploy.env").write_text("PAYMENTS_KEY=pk-live-not-for-agents\\n")  # beside it, not in it
+
+RELEASES = {"httpx": "0.28.1", "pydantic": "2.11.7"}
+SPEC = json.dumps({
+    "openapi": "3.0.3",
+    "info": {"title": "Package index", "version": "1"},
+    "paths": {"/packages/{name}": {"get": {
+        "operationId": "getPackage",
+        "summary": "The latest release of a Python package.",
+        "parameters": [{"name": "name", "in": "path", "required": True,
+                        "schema": {"type": "string"}}],
+    }}},
+})
+
+
+class PackageIndex(BaseHTTPRequestHandler):  # the service the OpenAPI document describes
+    def do_GET(self):
+        name = self.path.rsplit("/", 1)[-1]
+        found = self.path.startswith("/packages/") and name in RELEASES
+        answer = {"name": name, "latest": RELEASES[name]} if found else {"error": "no such package"}
+        body = json.dumps(answer).encode()
+        self.send_response(200 if found else 404)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+index = ThreadingHTTPServer(("127.0.0.1", 0), PackageIndex)
+threading.Thread(target=index.serve_forever, daemon=True).start()
+url = f"http://127.0.0.1:{index.server_port}"
+"""),
+    md("""
+The agent: the workspace tools on `shop/` (the shell left out; writes and edits ask first),
+the index's one operation as the tool `getPackage`, and a scripted model that picks its next
+move from what it has done so far, so that it goes on where it stopped when the run resumes.
+Its third move tries to read `../deploy.env`, outside the workspace.
+"""),
+    code("""
+from agentsm import AgentBuilder, HumanInputRequired, LlmResponse, MockLlmCaller
+
+MOVES = [
+    LlmResponse.tool_call("read_file", {"path": "requirements.txt"}),
+    LlmResponse.tool_call("getPackage", {"name": "httpx"}),
+    LlmResponse.tool_call("read_file", {"path": "../deploy.env"}),
+    LlmResponse.tool_call("edit_file", {"path": "requirements.txt",
+                                        "old_text": "httpx==0.27.0", "new_text": "httpx==0.28.1"}),
+    LlmResponse.final_answer("httpx is pinned to 0.28.1 now, its latest release on the package "
+                             "index; deploy.env is outside my workspace, so I left it alone."),
+]
+
+
+def next_move(memory, tools, model):  # the scripted model: one move per tool result so far
+    return MOVES[len(memory.history)]
+
+
+def coder(task):
+    return (
+        AgentBuilder(task)
+        .name("coder")
+        .llm(MockLlmCaller([next_move] * len(MOVES)))
+        .workspace("shop", shell=False)
+        .openapi(SPEC, base_url=url)
+        .store("coder.db")
+    )
+
+
+engine = coder("Pin httpx to its latest release").run_id("bump-httpx").build()
+print([t.name for t in engine.definition.tools])
+try:
+    engine.run()
+except HumanInputRequired as waiting:
+    print("waiting for a person:", waiting.requests[0].call.name, waiting.requests[0].call.args)
+"""),
+    md("""
+The run stopped, durably, before the edit: nothing was written. A person approves it (here from
+Python; from a shell: `agentsm --db coder.db approve bump-httpx`), and the run resumes from the
+log, in this process or any other:
+"""),
+    code("""
+from replay import decide, pending_requests, resume_run
+
+print(pending_requests("coder.db", "bump-httpx")[0].call.name)
+decide("coder.db", "bump-httpx", "approved", note="the changelog says nothing breaks")
+print(resume_run("coder.db", "bump-httpx", coder))
+print(Path("shop/requirements.txt").read_text())
+"""),
+    md("""
+What each tool said, as the log keeps it: the file, the index's answer, the refusal of the path
+outside the workspace (a failed result the model reads, not an exception: `deploy.env` was never
+opened) and the edit:
+"""),
+    code("""
+from agentsm import AgentMemory
+from eventstore import SQLiteEventStore
+
+store = SQLiteEventStore("coder.db")
+memory, state = AgentMemory.rebuild(store, "bump-httpx")
+for entry in memory.history:
+    print(f"{entry.tool.name}({json.dumps(entry.tool.args)})\\n  -> {entry.observation}")
+print(state)
+"""),
+    md("""
+Replay needs the log, not the world: delete the workspace, stop the service, and the run
+replays identical, each tool result served from the log.
+"""),
+    code("""
+import shutil
+
+from replay import replay_run
+
+shutil.rmtree("shop")
+index.shutdown()
+index.server_close()
+print(replay_run("coder.db", "bump-httpx", coder))
+"""),
+    md("""
+Branch the run at the start of step 4, where the model asked to edit the file, with another
+answer: a branch that leaves the file for a person to change. Everything before the point is
+the parent's, so it needs neither the files nor the service:
+"""),
+    code("""
+from replay import branch_run, diff_runs
+
+step_4 = min(e.seq for e in engine.trace() if e.step == 4) - 1  # the transition into step 4
+review = branch_run(store, "bump-httpx", at=step_4, llm_response=LlmResponse.final_answer(
+    "httpx 0.28.1 is its latest release; requirements.txt is unchanged, for you to review."))
+print(review)
+print(diff_runs(store, "bump-httpx", review.run_id))
+"""),
+]
+
 NOTEBOOKS = {
     "01_quickstart.ipynb": QUICKSTART,
     "02_record_and_replay.ipynb": RECORD_REPLAY,
@@ -1525,6 +1681,7 @@ NOTEBOOKS = {
     "07_extending_agents.ipynb": EXTENDING,
     "08_reasoning_providers.ipynb": REASONING,
     "09_conversations.ipynb": CONVERSATIONS,
+    "10_coding_agent.ipynb": CODING,
 }
 
 

@@ -36,6 +36,7 @@ def test_the_notebooks_are_there() -> None:
         "07_extending_agents.ipynb",
         "08_reasoning_providers.ipynb",
         "09_conversations.ipynb",
+        "10_coding_agent.ipynb",
     ]
 
 
@@ -159,3 +160,18 @@ def test_the_conversations_notebook_steers_asks_stops_replays_and_branches() -> 
     assert "ThreadBranched('madrid' from 'weekend' at turn 3, done" in outputs
     assert "('weekend-1', 'weekend-2', 'madrid-3')" in outputs  # shares turns 1 and 2
     assert "weekend@3" in outputs  # agentsm threads: where the branch came from
+
+
+def test_the_coding_agent_notebook_reads_asks_is_refused_waits_edits_replays_and_branches() -> None:
+    committed = nbformat.read(NOTEBOOKS / "10_coding_agent.ipynb", as_version=4)
+    outputs = "\n".join(
+        str(o.get("text", "")) for c in committed.cells for o in c.get("outputs", [])
+    )
+    assert "'write_file', 'edit_file', 'getPackage']" in outputs  # workspace and API tools
+    assert "waiting for a person: edit_file" in outputs  # nothing written before approval
+    assert '-> SUCCESS: HTTP 200 OK\n{"name": "httpx", "latest": "0.28.1"}' in outputs
+    assert "-> ERROR: OutsideWorkspace: '../deploy.env' leads out of the workspace" in outputs
+    assert "httpx==0.28.1\npydantic==2.9.2" in outputs  # edited once approved
+    assert "run bump-httpx: identical (" in outputs  # workspace deleted, service stopped
+    assert "given   seq 35  LLM call (plan): the answer given" in outputs  # the branch
+    assert "requirements.txt is unchanged, for you to review." in outputs
