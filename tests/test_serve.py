@@ -56,6 +56,7 @@ from replay import replay_thread  # noqa: E402
 from replay.cli import main  # noqa: E402
 from replay.serve import Service, create_app  # noqa: E402
 from replay.serve.events import EVENTS, events_of  # noqa: E402
+from replay.serve.server import bind  # noqa: E402
 
 from . import outside_agent, thread_agent  # noqa: E402
 from .gates import Gate, open_gate  # noqa: E402
@@ -657,6 +658,8 @@ def test_serve_needs_the_agent_and_listens_on_loopback_unless_told(
         f"agentsm: port {port} on 127.0.0.1 is in use; choose another with --port\n"
     )
     assert not (tmp_path / "x.db").exists()  # refused before the log was created
+    with bind("127.0.0.1", 0) as sock:  # named TCP, so asyncio turns Nagle off per connection
+        assert sock.proto == socket.IPPROTO_TCP
     for name in [m for m in sys.modules if m == "replay.serve" or m.startswith("replay.serve.")]:
         monkeypatch.delitem(sys.modules, name)
     monkeypatch.setitem(sys.modules, "fastapi", None)
