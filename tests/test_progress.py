@@ -6,6 +6,7 @@ and a replay is identical whether the tool reported or not."""
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 from pathlib import Path
 from typing import Any
@@ -240,7 +241,7 @@ def test_a_tool_tested_alone_gets_its_reports_through_on_report() -> None:
     )
 
 
-def test_show_and_tail_say_how_many_reports_a_call_made(tmp_path: Path) -> None:
+def test_show_tail_and_the_viewer_say_how_many_reports_a_call_made(tmp_path: Path) -> None:
     db = tmp_path / "log.db"
     store = SQLiteEventStore(db)
     agent(True).store(store).run_id("r1").build().run()
@@ -254,3 +255,19 @@ def test_show_and_tail_say_how_many_reports_a_call_made(tmp_path: Path) -> None:
     shown = CliRunner().invoke(cli, ["--db", str(db), "show", "r1"])
     assert shown.exit_code == 0, shown.output
     assert "(2 progress reports)" in shown.output
+    pytest.importorskip("fastapi", reason="the web viewer needs the ui extra")
+    from fastapi.testclient import TestClient
+
+    from replay.ui import Viewer, create_app
+
+    with (
+        TestClient(create_app(Viewer(str(db))), base_url="http://127.0.0.1") as api,
+        api.stream("GET", "/api/runs/r1/live") as live,
+    ):
+        said = [json.loads(line[5:]) for line in live.iter_lines() if line.startswith('data: {"')]
+    results = [fact for fact in said if fact["kind"] == "ToolExecuted"]
+    assert [fact["summary"] for fact in results] == [
+        "fetch -> SUCCESS: 3 pages (3 progress reports, 3 partial results)",
+        "summarize -> SUCCESS: summary of sales up (2 progress reports)",
+    ]
+    assert [fact["metrics"].get("partials") for fact in results] == [3, None]
