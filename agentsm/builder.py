@@ -387,9 +387,9 @@ class AgentBuilder:
 
     def input_guard(self, guard: Callable[[GuardInput], Any]) -> AgentBuilder:
         """Check each user message (the task, then each message sent while the run goes on)
-        before the first LLM call that sends it: `guard(GuardInput)`, sync or async, returns
-        None to allow it, `Replace(text)` to send that instead, or `Refuse(reason)` to end
-        the run in Error. Each verdict is recorded (`InputChecked`); guards added later see
+        before the planning LLM call that first sends it: `guard(GuardInput)`, sync or async,
+        returns None to allow it, `Replace(text)` to send that instead, or `Refuse(reason)`
+        to end the run in Error. Each verdict is recorded (`InputChecked`); guards added later see
         the text the earlier ones left. See `agentsm.hooks`."""
         return self._hook("input_guard", guard)
 

@@ -277,8 +277,8 @@ class RunContext:
         return left, f"the run's deadline (run_deadline={self.config.run_deadline:g} s)"
 
     async def check_input(self) -> bool:
-        """Have the input guards check each user message no LLM call has sent yet (the task,
-        then each message sent while the run went on), recording each verdict
+        """Have the input guards check each user message no planning call has sent yet (the
+        task, then each message sent while the run went on), recording each verdict
         (`InputChecked`); True when one was refused: the run is to end."""
         hooks = self._hooks
         if not hooks.wants("input_guard"):

@@ -338,9 +338,9 @@ class ToolExecuted(_Fact):
 
 class InputChecked(_Fact):
     """The input guards (`AgentBuilder.input_guard`) checked the run's next user message (the
-    task first, then each message sent while it went on) before the first LLM call that sends
-    it: they allowed it, replaced its text with `text` (what the LLM is sent from then on), or
-    refused it for `reason`, which ends the run in Error."""
+    task first, then each message sent while it went on) before the planning LLM call that
+    first sends it: they allowed it, replaced its text with `text` (what the LLM is sent from
+    then on), or refused it for `reason`, which ends the run in Error."""
 
     kind: Literal["InputChecked"] = "InputChecked"
     verdict: Literal["allowed", "replaced", "refused"]

@@ -2,9 +2,9 @@
 the LLM is sent or what a tool gets, each effect recorded as a fact.
 
 - An input guard (`AgentBuilder.input_guard`) checks each user message (the task, then each
-  message sent while the run goes on) before the first LLM call that sends it, and allows it
-  (`None`), replaces its text (`Replace(text)`) or refuses it (`Refuse(reason)`: the run ends
-  in Error). Every verdict is recorded (`InputChecked`), so the log says what was checked.
+  message sent while the run goes on) before the planning LLM call that first sends it, and
+  allows it (`None`), replaces its text (`Replace(text)`) or refuses it (`Refuse(reason)`: the
+  run ends in Error). Every verdict is recorded (`InputChecked`), so the log says what was checked.
 - A turn is one planning step: one LLM call and what it leads to. `before_turn` runs before
   the call, `after_turn` once the step's tool results are in history, or with the final answer
   before it is accepted; either may end the run (`Abort(reason)`, recorded as `HookAborted`).
