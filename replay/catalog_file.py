@@ -3,8 +3,9 @@
 listing answers about as fast as `agentsm --help` (benchmarks/startup.py).
 
 `CatalogFile.open` gives up (None) wherever the store would do more than read: a URL, a file
-that is missing or not a log, a schema older or newer than this release's, runs without a
-catalog summary (which the store back-fills), any SQLite error. The command then opens the log
+that is missing or not a log, a schema newer than this release's or without the catalog's
+summary and driver columns, runs without a catalog summary (which the store back-fills), any
+SQLite error. The command then opens the log
 through the store as every other command does, which reads the same rows (the SQL is
 `eventstore.sqlite_catalog`'s) or says what is wrong."""
 
@@ -32,6 +33,8 @@ if TYPE_CHECKING:
 __all__ = ["CatalogFile", "ListedRun", "ListedSummary"]
 
 _COLUMNS = RUN_COLUMNS + DRIVER_COLUMNS + SUMMARY_COLUMNS
+_NEEDED = frozenset(_COLUMNS.replace(",", " ").split())
+"""The catalog columns the listing reads (a log from before the summaries has fewer)."""
 
 
 class ListedSummary:
@@ -138,8 +141,9 @@ class CatalogFile:
             return None
         try:
             tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
-            up_to_date = conn.execute("PRAGMA user_version").fetchone()[0] == LATEST
-            if up_to_date and "eventstore_migrations" in tables and "runs" in tables:
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            columns = {r[1] for r in conn.execute("PRAGMA table_info(runs)")}
+            if 0 < version <= LATEST and "eventstore_migrations" in tables and _NEEDED <= columns:
                 if not conn.execute(UNSUMMARIZED + " LIMIT 1").fetchall():
                     conn.create_function("unicode_lower", 1, lower, deterministic=True)
                     return cls(path, conn)

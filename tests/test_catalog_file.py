@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from eventstore import NewEvent, RunSummary, SQLiteEventStore
+from eventstore.migrations import LATEST
 from replay.catalog_file import CatalogFile, ListedRun
 from replay.cli import main
 
@@ -118,8 +119,9 @@ def test_interrupted_is_told_from_running_and_a_run_reads_back_as_the_stores(log
 
 
 def test_a_log_the_store_must_open_is_left_to_it(tmp_path: Path, capsys: Capture) -> None:
-    """Not a file, not a log, another schema, runs without a summary: the store opens those
-    (and back-fills the summaries), so the listing is the same as before."""
+    """Not a file, not a log, a newer schema, runs without a summary: the store opens those
+    (and back-fills the summaries, or says what is wrong), so the listing is the same as
+    before."""
     assert CatalogFile.open(str(tmp_path / "missing.db")) is None
     assert CatalogFile.open(str(tmp_path)) is None
     assert CatalogFile.open("postgresql://localhost/x") is None
@@ -141,7 +143,15 @@ def test_a_log_the_store_must_open_is_left_to_it(tmp_path: Path, capsys: Capture
     catalog = CatalogFile.open(str(old))  # back-filled by the store: now read from the file
     assert catalog is not None and [r.run_id for r in catalog.runs()] == ["r1"]
     catalog.close()
-    with sqlite3.connect(old) as conn:
-        conn.execute("PRAGMA user_version = 1")
+    with sqlite3.connect(old) as conn:  # an older schema with the same catalog: read as is
+        conn.execute(f"PRAGMA user_version = {LATEST - 1}")
+    conn.close()
+    catalog = CatalogFile.open(str(old))
+    assert catalog is not None and [r.run_id for r in catalog.runs()] == ["r1"]
+    catalog.close()
+    with sqlite3.connect(old) as conn:  # as a later release may leave it
+        conn.execute(f"PRAGMA user_version = {LATEST + 1}")
     conn.close()
     assert CatalogFile.open(str(old)) is None
+    code, _, err = listed(capsys, "runs", "--db", str(old))
+    assert code == 2 and "Upgrade agentsm to read it" in err
