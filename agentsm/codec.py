@@ -91,6 +91,25 @@ def value_problem(value: Any, path: str = "value") -> str | None:
 
 
 _KIND = frozenset({"kind"})
+
+_SCALARS = (bool, int, float, str, tuple)
+
+
+def _defaults(model: type[BaseModel]) -> tuple[tuple[str, Any], ...]:
+    """The fields of `model` with a plain default (a number, a text, a flag, an empty tuple),
+    each with it: a payload leaves out those at their default (decoding restores them).
+    Nested models keep theirs, so that a nested fact still names its kind."""
+    found = []
+    for name, field in model.model_fields.items():
+        default = field.default
+        if name == "kind" or field.default_factory is not None or type(default) not in _SCALARS:
+            continue
+        if type(default) is tuple and default != ():
+            continue
+        found.append((name, default))
+    return tuple(found)
+
+
 """What `encode` leaves out of every payload: the event names the kind."""
 
 Check = Callable[[Any], bool]
@@ -249,6 +268,7 @@ class FactCodec:
         # no discriminated union is searched
         self.upcasters: dict[tuple[str, int], Upcaster] = {}
         self._plain = {m: checks for m in models if (checks := _plain(m)) is not None}
+        self._defaults: dict[type, tuple[tuple[str, Any], ...]] = {}
         self._plain_while_none = {
             m: checks
             for m in models
@@ -305,7 +325,8 @@ class FactCodec:
 
     def encode(self, fact: BaseModel, meta: Mapping[str, Any] | None = None) -> str:
         """The fact as JSON text, after checking that it decodes to the same fact. The kind
-        (the event names it) and fields that are None are left out, decoding restores them;
+        (the event names it), fields that are None and fields at a plain default (`_defaults`)
+        are left out, decoding restores them;
         where it would not (a None whose default is not None), every field is written. Given
         the envelope's metadata, the fields it holds (the kind's `enveloped`) are left out
         where they are equal: `decode` with the same metadata restores them."""
@@ -321,6 +342,16 @@ class FactCodec:
                 left_out = _KIND | same
         else:
             meta = None
+        defaults = self._defaults.get(type(fact))
+        if defaults is None:
+            defaults = self._defaults[type(fact)] = _defaults(type(fact))
+        if defaults:
+            values = fact.__dict__
+            at_default = {
+                n for n, d in defaults if type(values.get(n)) is type(d) and values[n] == d
+            }
+            if at_default:
+                left_out = left_out | at_default
         plain = self._plain.get(type(fact))
         key: tuple[Any, ...] | None = None
         if plain is not None:  # its text depends on its values alone: written once per value

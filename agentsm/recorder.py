@@ -30,9 +30,15 @@ from .memory import AgentMemory, apply, as_stored, in_full
 from .redaction import Redactor
 from .types import State, ToolCall
 
-__all__ = ["Recorder", "encode_meta", "ownership_violation"]
+__all__ = ["RIDERS", "Recorder", "encode_meta", "ownership_violation"]
 
 _BUILTIN = frozenset(State)
+
+RIDERS = frozenset({"Transitioned", "StepStarted", "ToolCallsPlanned"})
+"""The facts that follow from the fact recorded before them (the transition it caused, the
+step it began, the shape of the plan an answer gave): written with the time of that fact and
+kept in its row where the log packs facts (format 2), so a step writes the rows of its effects
+and its observation only."""
 
 
 _STATE_JSON: dict[str, str] = {}
@@ -163,7 +169,12 @@ class Recorder:
         meta = encode_meta(state, step, metrics, custom=custom)
         if version is None:  # an UnknownFact keeps the version it was stored at
             version = FACTS.version_of(fact)
-        self._pending.append(NewEvent(kind, payload, meta, self.clock(), version, blobs=blobs))
+        pending = self._pending
+        if kind in RIDERS and pending:  # follows from the fact before it: kept in its row
+            at = pending[-1].recorded_at
+            pending.append(NewEvent(kind, payload, meta, at, version, blobs=blobs, rides=True))
+        else:
+            pending.append(NewEvent(kind, payload, meta, self.clock(), version, blobs=blobs))
         if blobs:
             self._stored.update(b.digest for b in blobs)
         if self.observers:
