@@ -31,6 +31,9 @@ class NewEvent:
     blobs: tuple[Blob, ...] = ()
     """Blobs its payload refers to, stored in the same transaction where the store does not
     hold them yet (`eventstore.blobs`); the hash covers their digests, in the payload."""
+    rides: bool = False
+    """It follows from the event before it in the same append (a transition, a step's start):
+    a store may keep it in that event's row (log format 2, `eventstore.sqlite_format2`)."""
 
 
 @dataclass(frozen=True, slots=True)
