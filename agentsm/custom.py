@@ -25,6 +25,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, PydanticUndefinedAnn
 from .errors import BuildError, UnrecordableFact
 from .facts import FACTS
 from .frozen import FrozenDict
+from .reducing import evolve, reduce_fact
 
 if TYPE_CHECKING:
     from .context import RunContext, Suspend
@@ -80,8 +81,6 @@ class FactRegistration:
 
 
 _REGISTRY: dict[str, FactRegistration] = {}
-_EVOLVE: list[Callable[[AgentMemory, dict[str, Any]], AgentMemory]] = []
-"""The reducers' own copy-with-changes of memory, once a fact is registered."""
 
 
 def registered_facts() -> dict[str, FactRegistration]:
@@ -179,11 +178,7 @@ def register_fact(
         )
     registration = FactRegistration(model, part, start, reducer)
     FACTS.add(model)
-    from .memory import _reduce  # memory imports this module: imported when first needed
-    from .reducers import _evolve
-
-    _EVOLVE[:] = [_evolve]
-    _reduce.register(model)(_fold)
+    reduce_fact.register(model)(_fold)
     _REGISTRY[kind] = registration
     return registration
 
@@ -206,7 +201,7 @@ def _fold(fact: Any, memory: AgentMemory) -> AgentMemory:
         raise UnrecordableFact(
             fact.kind, f"the reducer {reducer} gave part {name!r} a value memory cannot hold: {e}"
         ) from None
-    return _EVOLVE[0](memory, {"parts": FrozenDict({**parts, name: after})})
+    return evolve(memory, {"parts": FrozenDict({**parts, name: after})})
 
 
 class PartArray(tuple[Any, ...]):

@@ -1,24 +1,29 @@
-"""AgentMemory, the agent's world-state, and the pure reducer that is the only code changing it.
+"""AgentMemory, the agent's world-state, and the fold: the reducers are the only code changing it.
 
 Memory is never stored: `fold(facts)` rebuilds it from a run's log, and `apply(memory, fact)`
-advances it by one fact. Each reducer is a small pure function returning a new frozen value.
+advances it by one fact. Each reducer (in `reducers`) is a small pure function returning a new
+frozen value, found by the type of its fact (`reducing`).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Iterable, Iterator
-from functools import singledispatch
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, field_serializer
 
 from . import facts as f
+from . import reducers  # noqa: F401 - registers the reducer of each kind of fact
 from .custom import Parts
-from .frozen import FrozenDict, same_json, thaw
+from .digests import digest, history_digest
+from .facts import FACTS
+from .frozen import FrozenDict, same_json
 from .history import History
 from .images import Image
+from .messages import add_entry, earlier, flush_turn, image_part, with_images
+from .places import as_stored, committed_entries, in_full, result_places
+from .reading import CHUNK, SHARED, parsed_meta, read_rows
+from .reducing import keeps_memory, reduce_fact
 from .skills import with_skill_index
 from .text import plural
 from .types import (
@@ -42,6 +47,7 @@ __all__ = [
     "as_stored",
     "committed_entries",
     "fold",
+    "fold_log",
     "fold_with_state",
     "in_full",
     "initial_memory",
@@ -278,19 +284,19 @@ class AgentMemory(BaseModel):
             for entry in self.history[:carried]:
                 said = entry.said
                 if said is None:
-                    _add_entry(entry, turn, messages)
+                    add_entry(entry, turn, messages)
                     continue
-                _flush_turn(turn, messages)
-                messages.append(_with_images({"role": said, "content": _earlier(entry)}, entry))
-            _flush_turn(turn, messages)
+                flush_turn(turn, messages)
+                messages.append(with_images({"role": said, "content": earlier(entry)}, entry))
+            flush_turn(turn, messages)
         task: dict[str, Any] = {"role": "user", "content": self.task}
         if self.images:
-            task["images"] = [_image_part(i) for i in self.images]
+            task["images"] = [image_part(i) for i in self.images]
         messages.append(task)
         later = self.history[carried:] if carried else self.history
         for entry in (*later, *self.rejected):
-            _add_entry(entry, turn, messages)
-        _flush_turn(turn, messages)
+            add_entry(entry, turn, messages)
+        flush_turn(turn, messages)
         for answer, reason in self.refused_answers:
             messages.append({"role": "assistant", "content": answer or "(empty answer)"})
             messages.append(
@@ -314,7 +320,7 @@ class AgentMemory(BaseModel):
             shown.append([e.observation for e in self.steered])
         if self.images:  # the task's images (a run with images only)
             shown.append({"images": [i.model_dump(mode="json") for i in self.images]})
-        return _digest(shown)
+        return digest(shown)
 
     def images_sent(self) -> list[Image]:
         """The images `build_messages()` sends: the task's, then those of history (a tool's,
@@ -331,8 +337,6 @@ class AgentMemory(BaseModel):
     @classmethod
     def rebuild(cls, store: EventStore, run_id: str) -> tuple[AgentMemory, str]:
         """Memory and state of a run, rebuilt from its log alone."""
-        from .trace import fold_log
-
         return fold_log(store, run_id)
 
     def __repr__(self) -> str:
@@ -345,244 +349,9 @@ class AgentMemory(BaseModel):
         )
 
 
-def _add_entry(
-    entry: HistoryEntry, turn: list[HistoryEntry], messages: list[dict[str, Any]]
-) -> None:
-    """One history entry into the messages: a summary as readable context, a message a person
-    sent the run as a user message, a tool call into the assistant turn of its step (the turn
-    of an earlier step sent first)."""
-    said = entry.said
-    if said is not None:
-        _flush_turn(turn, messages)
-        messages.append(_with_images({"role": said, "content": _earlier(entry)}, entry))
-        return
-    if entry.is_summary:
-        _flush_turn(turn, messages)
-        messages.append(
-            {"role": "user", "content": f"Summary of the work so far: {entry.observation}"}
-        )
-        return
-    if turn and turn[0].step != entry.step:
-        _flush_turn(turn, messages)
-    turn.append(entry)
-
-
-def _earlier(entry: HistoryEntry) -> str:
-    """What an earlier message or answer of the thread says to the LLM."""
-    if not entry.success:
-        return f"(No answer: this turn failed. {entry.observation})"
-    return entry.observation or ("(empty answer)" if entry.said == "assistant" else "(empty)")
-
-
-def _flush_turn(turn: list[HistoryEntry], messages: list[dict[str, Any]]) -> None:
-    if not turn:
-        return
-    said: dict[str, Any] = {
-        "role": "assistant",
-        "content": turn[0].text,
-        "tool_calls": [
-            {"id": e.tool.id, "name": e.tool.name, "arguments": thaw(e.tool.args)} for e in turn
-        ],
-    }
-    if turn[0].reasoning:
-        said["reasoning"] = [part.model_dump(mode="json") for part in turn[0].reasoning]
-    messages.append(said)
-    for e in turn:
-        messages.append(
-            _with_images(
-                {
-                    "role": "tool",
-                    "tool_call_id": e.tool.id,
-                    "name": e.tool.name,
-                    "content": e.observation,
-                    "is_error": not e.success,
-                },
-                e,
-            )
-        )
-    turn.clear()
-
-
-def _with_images(message: dict[str, Any], entry: HistoryEntry) -> dict[str, Any]:
-    """The message with the entry's images under `images`, if it has any."""
-    if entry.images:
-        message["images"] = [_image_part(i) for i in entry.images]
-    return message
-
-
-def _image_part(image: Image) -> dict[str, Any]:
-    """An image as `build_messages()` gives it: its media type and URL, or its media type,
-    digest and (where found) bytes."""
-    if image.url is not None:
-        return {"media_type": image.media_type, "url": image.url}
-    part: dict[str, Any] = {"media_type": image.media_type, "digest": image.digest}
-    if image.data is not None:
-        part["data"] = image.data
-    return part
-
-
-_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
-"""What `json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)` gives,
-with one encoder built once (a digest is made at every step)."""
-
-
-def _digest(value: Any) -> str:
-    return hashlib.sha256(_CANONICAL(value).encode()).hexdigest()[:32]
-
-
-def _chain(previous: str, entries: Iterable[HistoryEntry]) -> str:
-    return _digest([previous, [e.model_dump(mode="json") for e in entries]])
-
-
-# -- the reducer: apply() dispatches to one small function per kind (in `reducers`) ----------
-
-
 def apply(memory: AgentMemory, fact: Any) -> AgentMemory:
     """Memory after one more fact. Facts that change nothing return memory as it is."""
-    return _reduce.dispatch(type(fact))(fact, memory)
-
-
-@singledispatch
-def _reduce(fact: Any, memory: AgentMemory) -> AgentMemory:
-    raise TypeError(f"apply() does not know the fact {fact!r}; add a reducer for its type.")
-
-
-def in_full(fact: Any, memory: AgentMemory) -> Any:
-    """The fact with what it names by place given in full, from `memory`, the memory just
-    before it: a ToolCallStarted or ToolExecuted with both its place (`index`) and its `call`
-    (a log from before version 2 wrote the call and left its place to the fold), a
-    ToolCallsPlanned with the plan response's calls, an ObservationCommitted with every entry
-    its results make; any other fact as it is."""
-    fill = _IN_FULL.get(type(fact))
-    return fact if fill is None else fill(fact, memory)
-
-
-def _plan_in_full(fact: f.ToolCallsPlanned, memory: AgentMemory) -> Any:
-    if fact.calls is not None:
-        return fact
-    update: dict[str, Any] = {"calls": memory.offered_calls, "text": memory.offered_text}
-    if memory.offered_reasoning:
-        update["reasoning"] = memory.offered_reasoning
-    return fact.model_copy(update=update)
-
-
-def _observation_in_full(fact: f.ObservationCommitted, memory: AgentMemory) -> Any:
-    if fact.results is None:
-        return fact
-    made = committed_entries(memory, fact.results)
-    return fact.model_copy(update={"entries": (*(fact.entries or ()), *made), "results": None})
-
-
-def _call_in_full(fact: f.ToolCallStarted | f.ToolExecuted, memory: AgentMemory) -> Any:
-    if fact.index is not None:
-        if fact.call is not None:
-            return fact
-        call = memory.call_at(fact.index)
-        return fact if call is None else fact.model_copy(update={"call": call})
-    if fact.call is None:
-        return fact
-    planned = len(memory.planned_calls)
-    place: int | None
-    if isinstance(fact, f.ToolCallStarted):
-        position = memory.start_position(fact.call)
-        place = position if position is not None else memory.next_place()
-    else:
-        position = memory.result_position(fact.call)
-        own = next((k for k, c in enumerate(memory.own_calls) if c == fact.call), None)
-        place = position if position is not None else None if own is None else planned + own
-    return fact if place is None else fact.model_copy(update={"index": place})
-
-
-def committed_entries(memory: AgentMemory, places: Iterable[int]) -> tuple[HistoryEntry, ...]:
-    """The history entries the step's results at `places` become, in that order: each
-    result's call and observation, the plan's text and reasoning on the first (what Observing
-    commits)."""
-    by_place = {r.index: r for r in memory.results}
-    text = memory.planned_text
-    reasoning = memory.planned_reasoning
-    made = []
-    for place in places:
-        result = by_place.get(place)
-        if result is None:
-            raise ValueError(
-                f"ObservationCommitted names the result at place {place}, and there is none"
-            )
-        made.append(
-            HistoryEntry(
-                step=memory.step,
-                tool=result.call,
-                observation=result.observation,
-                success=result.success,
-                text=text,
-                reasoning=reasoning,
-                images=result.images,
-            )
-        )
-        text, reasoning = None, ()
-    return tuple(made)
-
-
-def result_places(memory: AgentMemory) -> tuple[int, ...]:
-    """The places of the planned calls that have a result, in the plan's order: the results
-    Observing moves into history."""
-    done = {r.index for r in memory.results}
-    return tuple(i for i in range(len(memory.planned_calls)) if i in done)
-
-
-def as_stored(fact: Any, memory: AgentMemory) -> Any:
-    """The fact as the log writes it, given `memory` just before it (the inverse of
-    `in_full`): a call its place names, a plan of the plan response's very calls, and
-    history entries the step's results make are left out."""
-    leave = _AS_STORED.get(type(fact))
-    return fact if leave is None else leave(fact, memory)
-
-
-def _call_as_stored(fact: f.ToolCallStarted | f.ToolExecuted, memory: AgentMemory) -> Any:
-    if (
-        fact.index is not None
-        and fact.call is not None
-        and (isinstance(fact, f.ToolExecuted) or fact.index < len(memory.planned_calls))
-        and memory.call_at(fact.index) == fact.call
-    ):
-        return fact.model_copy(update={"call": None})
-    return fact
-
-
-def _plan_as_stored(fact: f.ToolCallsPlanned, memory: AgentMemory) -> Any:
-    offered = memory.offered_calls
-    if (
-        fact.calls
-        and (fact.calls is offered or same_json(fact.calls, offered))
-        and fact.text == memory.offered_text
-        and same_json(fact.reasoning or (), memory.offered_reasoning)
-    ):
-        return fact.model_copy(update={"calls": None, "text": None, "reasoning": None})
-    return fact
-
-
-def _observation_as_stored(fact: f.ObservationCommitted, memory: AgentMemory) -> Any:
-    if fact.results is not None:
-        return fact
-    entries, places = fact.entries or (), result_places(memory)
-    kept = len(entries) - len(places)
-    if places and kept >= 0 and same_json(entries[kept:], committed_entries(memory, places)):
-        return fact.model_copy(update={"entries": entries[:kept] or None, "results": places})
-    return fact
-
-
-_IN_FULL: dict[type, Any] = {
-    f.ToolCallStarted: _call_in_full,
-    f.ToolExecuted: _call_in_full,
-    f.ToolCallsPlanned: _plan_in_full,
-    f.ObservationCommitted: _observation_in_full,
-}
-_AS_STORED: dict[type, Any] = {
-    f.ToolCallStarted: _call_as_stored,
-    f.ToolExecuted: _call_as_stored,
-    f.ToolCallsPlanned: _plan_as_stored,
-    f.ObservationCommitted: _observation_as_stored,
-}
-"""The facts that name what memory holds, by their exact type (facts are final classes)."""
+    return reduce_fact.dispatch(type(fact))(fact, memory)
 
 
 def initial_memory(fact: f.RunStarted) -> AgentMemory:
@@ -592,7 +361,7 @@ def initial_memory(fact: f.RunStarted) -> AgentMemory:
     if fact.conversation:
         carried = {
             "history": History(fact.conversation),
-            "history_digest": _chain("", fact.conversation),
+            "history_digest": history_digest("", fact.conversation),
             "carried": len(fact.conversation),
         }
     if fact.questions:
@@ -610,6 +379,11 @@ def initial_memory(fact: f.RunStarted) -> AgentMemory:
         approval_required=frozenset(fact.approval_required),
         parts=fact.parts or FrozenDict(),
     )
+
+
+@reduce_fact.register(f.RunStarted)
+def _(fact: f.RunStarted, memory: AgentMemory) -> AgentMemory:
+    return initial_memory(fact)
 
 
 def _begin(facts: Iterator[Any]) -> tuple[f.RunStarted, AgentMemory]:
@@ -656,4 +430,69 @@ def fold_with_state(facts: Iterable[Any]) -> tuple[AgentMemory, str]:
     return memory, state
 
 
-from . import reducers  # noqa: E402, F401 - registers the reducer of each kind of fact
+def fold_log(store: EventStore, run_id: str) -> tuple[AgentMemory, str]:
+    """Memory and state of a run folded from its log, decoding only what the fold needs:
+    facts that leave memory as it is are not decoded (only checked to be of a kind and
+    version this code reads), a transition gives its target, and a short payload met before
+    is decoded once."""
+    memory: AgentMemory | None = None
+    state: str = State.Idle
+    memo: dict[tuple[str, int, str], Any] = {}
+    targets: dict[tuple[int, str], str] = {}
+    skip: dict[str, bool] = {}
+    for seq, kind, version, payload, meta, _ in read_rows(store, run_id):
+        if memory is None:
+            envelope = parsed_meta(meta)
+            first = FACTS.decode(
+                payload,
+                kind,
+                version,
+                run_id=run_id,
+                seq=seq,
+                custom=seq > 1 or envelope.get("custom") is True,
+                meta=envelope,
+            )
+            if not isinstance(first, f.RunStarted):
+                raise ValueError(
+                    f"A run's log must begin with RunStarted, not {first!r}; this is not a "
+                    "complete run."
+                )
+            memory = initial_memory(first)
+            continue
+        if kind == "Transitioned":
+            target = targets.get((version, payload))
+            if target is None:
+                moved = FACTS.decode(
+                    payload, kind, version, run_id=run_id, seq=seq, meta=parsed_meta(meta)
+                )
+                target = targets[(version, payload)] = as_state(moved.to_state)
+            state = target
+            continue
+        leave = skip.get(kind)
+        if leave is None:
+            model = FACTS.models.get(kind)
+            leave = skip[kind] = model is not None and keeps_memory(model)
+        if leave:
+            if version > FACTS.versions[kind]:
+                FACTS.decode(payload, kind, version, run_id=run_id, seq=seq)  # raises
+            continue
+        # past RunStarted, a kind this process does not know is a user's own (UnknownFact)
+        if FACTS.enveloped(kind):
+            fact = FACTS.decode(
+                payload, kind, version, run_id=run_id, seq=seq, custom=True, meta=parsed_meta(meta)
+            )
+        elif len(payload) <= SHARED:
+            key = (kind, version, payload)
+            fact = memo.get(key)
+            if fact is None:
+                if len(memo) >= CHUNK:
+                    memo.clear()
+                fact = memo[key] = FACTS.decode(
+                    payload, kind, version, run_id=run_id, seq=seq, custom=True
+                )
+        else:
+            fact = FACTS.decode(payload, kind, version, run_id=run_id, seq=seq, custom=True)
+        memory = apply(memory, fact)
+    if memory is None:
+        raise ValueError(f"Run {run_id} has no facts; this is not a complete run.")
+    return memory, state

@@ -1,45 +1,28 @@
 """The reducer of each kind of fact: a small pure function from (fact, memory) to the memory
-after it, registered on `memory.apply`'s dispatch. Only these functions change memory."""
+after it, registered on `reducing.reduce_fact`, which `memory.apply` dispatches through (memory
+imports this module, and so registers them). Only these functions change memory; a run's first
+fact, RunStarted, starts it (`memory.initial_memory`)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import facts as f
 from . import window
+from .digests import history_digest
 from .frozen import FrozenDict
 from .history import History
 from .inputs import with_message
-from .memory import AgentMemory, _chain, _reduce, committed_entries, initial_memory
+from .places import committed_entries
+from .reducing import evolve, reduce_fact, unchanged
 from .types import USER_MESSAGE, HistoryEntry, ToolCall, ToolResult
+
+if TYPE_CHECKING:
+    from .memory import AgentMemory
 
 __all__: list[str] = []
 
 _NO_ARGS = FrozenDict()
-_new = object.__new__
-_set = object.__setattr__
-
-
-def _evolve(memory: AgentMemory, changes: dict[str, Any]) -> AgentMemory:
-    """`memory.model_copy(update=changes)` without its generic machinery: the reducer's values
-    are already of the fields' types, and this runs for nearly every fact of every fold."""
-    values = memory.__dict__.copy()
-    values.update(changes)
-    new = _new(type(memory))
-    _set(new, "__dict__", values)
-    _set(new, "__pydantic_fields_set__", memory.__pydantic_fields_set__ | changes.keys())
-    _set(new, "__pydantic_extra__", None)
-    _set(new, "__pydantic_private__", None)
-    return new
-
-
-def _unchanged(fact: Any, memory: AgentMemory) -> AgentMemory:
-    return memory
-
-
-def keeps_memory(kind: type) -> bool:
-    """Whether facts of this type leave memory as it is (a fold need not decode them)."""
-    return _reduce.dispatch(kind) is _unchanged
 
 
 for _kind in (
@@ -53,27 +36,22 @@ for _kind in (
     f.UnknownFact,  # a user's fact not registered here: its part stays as it was
     f.StopRequested,  # the run stopped there: it goes on from the same memory
 ):
-    _reduce.register(_kind)(_unchanged)
+    reduce_fact.register(_kind)(unchanged)
 
 
-@_reduce.register
+@reduce_fact.register(f.PatchMarked)
 def _(fact: f.PatchMarked, memory: AgentMemory) -> AgentMemory:
-    return _evolve(memory, {"patches": memory.patches | {fact.change_id}})
+    return evolve(memory, {"patches": memory.patches | {fact.change_id}})
 
 
-@_reduce.register
-def _(fact: f.RunStarted, memory: AgentMemory) -> AgentMemory:
-    return initial_memory(fact)
-
-
-@_reduce.register
+@reduce_fact.register(f.StepStarted)
 def _(fact: f.StepStarted, memory: AgentMemory) -> AgentMemory:
     if memory.context_full is not None:
-        return _evolve(memory, {"step": fact.step, "context_full": None})
-    return _evolve(memory, {"step": fact.step})
+        return evolve(memory, {"step": fact.step, "context_full": None})
+    return evolve(memory, {"step": fact.step})
 
 
-@_reduce.register
+@reduce_fact.register(f.LlmResponded)
 def _(fact: f.LlmResponded, memory: AgentMemory) -> AgentMemory:
     update: dict[str, Any] = {}
     if fact.purpose == "plan":  # what a plan of these very calls names (ToolCallsPlanned)
@@ -89,24 +67,24 @@ def _(fact: f.LlmResponded, memory: AgentMemory) -> AgentMemory:
         counted = window.prompt_tokens(fact.response.usage)
         if counted is not None:  # the provider counted the request these messages made
             update["context_mark"] = (counted, window.message_tokens(memory))
-    return _evolve(memory, update) if update else memory
+    return evolve(memory, update) if update else memory
 
 
-@_reduce.register
+@reduce_fact.register(f.ConfidenceLow)
 def _(fact: f.ConfidenceLow, memory: AgentMemory) -> AgentMemory:
-    return _evolve(memory, {"retry_count": memory.retry_count + 1})
+    return evolve(memory, {"retry_count": memory.retry_count + 1})
 
 
-@_reduce.register
+@reduce_fact.register(f.ToolsRejected)
 def _(fact: f.ToolsRejected, memory: AgentMemory) -> AgentMemory:
-    return _evolve(memory, {"rejected": memory.rejected + fact.entries})
+    return evolve(memory, {"rejected": memory.rejected + fact.entries})
 
 
-@_reduce.register
+@reduce_fact.register(f.ToolCallsPlanned)
 def _(fact: f.ToolCallsPlanned, memory: AgentMemory) -> AgentMemory:
     named = fact.calls is None  # the plan response's calls and text, not written again
     reasoning = memory.offered_reasoning if named else fact.reasoning or ()
-    return _evolve(
+    return evolve(
         memory,
         {
             "planned_calls": memory.offered_calls if named else fact.calls,
@@ -122,7 +100,7 @@ def _(fact: f.ToolCallsPlanned, memory: AgentMemory) -> AgentMemory:
     )
 
 
-@_reduce.register
+@reduce_fact.register(f.ApprovalRequested)
 def _(fact: f.ApprovalRequested, memory: AgentMemory) -> AgentMemory:
     candidates = list(memory.unfinished())
     if fact.reason == "outcome_unknown":
@@ -136,7 +114,7 @@ def _(fact: f.ApprovalRequested, memory: AgentMemory) -> AgentMemory:
             if found is not None:
                 candidates.remove(found)
                 awaiting.append(found)
-    return _evolve(memory, {"awaiting": tuple(awaiting), "approval_reason": fact.reason})
+    return evolve(memory, {"awaiting": tuple(awaiting), "approval_reason": fact.reason})
 
 
 def _history(memory: AgentMemory) -> History:
@@ -146,7 +124,7 @@ def _history(memory: AgentMemory) -> History:
     return history if isinstance(history, History) else History(history)
 
 
-@_reduce.register
+@reduce_fact.register(f.ToolCallStarted)
 def _(fact: f.ToolCallStarted, memory: AgentMemory) -> AgentMemory:
     if fact.index is None:  # a log from before version 2: the place is found by the call
         position = memory.start_position(fact.call) if fact.call is not None else None
@@ -155,17 +133,17 @@ def _(fact: f.ToolCallStarted, memory: AgentMemory) -> AgentMemory:
     if position is None:  # not one of the planned calls (a custom handler's own)
         if fact.call is None:
             return memory
-        return _evolve(memory, {"own_calls": (*memory.own_calls, fact.call)})
+        return evolve(memory, {"own_calls": (*memory.own_calls, fact.call)})
     started = (*(i for i in memory.started if i != position), position)
-    return _evolve(memory, {"started": started})
+    return evolve(memory, {"started": started})
 
 
-@_reduce.register
+@reduce_fact.register(f.RunBranched)
 def _(fact: f.RunBranched, memory: AgentMemory) -> AgentMemory:
-    return _evolve(memory, {"config": fact.config}) if fact.config else memory
+    return evolve(memory, {"config": fact.config}) if fact.config else memory
 
 
-@_reduce.register
+@reduce_fact.register(f.HumanDecided)
 def _(fact: f.HumanDecided, memory: AgentMemory) -> AgentMemory:
     calls = list(memory.planned_calls)
     results = list(memory.results)
@@ -191,7 +169,7 @@ def _(fact: f.HumanDecided, memory: AgentMemory) -> AgentMemory:
                 text = f"ERROR: HumanRejected: a human rejected the call to '{call.name}'{why}."
             results.append(ToolResult(call=call, observation=text, success=False, index=target))
     awaiting = tuple(i for i in memory.awaiting if i not in decided)
-    return _evolve(
+    return evolve(
         memory,
         {
             "planned_calls": tuple(calls),
@@ -204,7 +182,7 @@ def _(fact: f.HumanDecided, memory: AgentMemory) -> AgentMemory:
     )
 
 
-@_reduce.register
+@reduce_fact.register(f.ToolExecuted)
 def _(fact: f.ToolExecuted, memory: AgentMemory) -> AgentMemory:
     call = fact.call
     position: int | None
@@ -226,22 +204,22 @@ def _(fact: f.ToolExecuted, memory: AgentMemory) -> AgentMemory:
     update: dict[str, Any] = {"results": (*memory.results, result), "started": started}
     if fact.usage is not None:  # a sub-agent's tokens, counted into the parent's budget
         update["total_usage"] = memory.total_usage + fact.usage
-    return _evolve(memory, update)
+    return evolve(memory, update)
 
 
-@_reduce.register
+@reduce_fact.register(f.ObservationCommitted)
 def _(fact: f.ObservationCommitted, memory: AgentMemory) -> AgentMemory:
     entries = fact.entries or ()
     if fact.results is not None:  # the step's results at these places, not written again
         entries += committed_entries(memory, fact.results)
     if memory.steered:  # sent while the step's calls ran: after them
         entries += memory.steered
-        memory = _evolve(memory, {"steered": ()})
-    return _evolve(
+        memory = evolve(memory, {"steered": ()})
+    return evolve(
         memory,
         {
             "history": _history(memory).added(entries),
-            "history_digest": _chain(memory.history_digest, entries),
+            "history_digest": history_digest(memory.history_digest, entries),
             "offered_calls": (),
             "offered_text": None,
             "offered_reasoning": (),
@@ -260,142 +238,142 @@ def _(fact: f.ObservationCommitted, memory: AgentMemory) -> AgentMemory:
     )
 
 
-@_reduce.register
+@reduce_fact.register(f.Steered)
 def _(fact: f.Steered, memory: AgentMemory) -> AgentMemory:
     call = ToolCall.model_construct(name=USER_MESSAGE, args=_NO_ARGS, id=f"steered-{memory.step}")
     entry = HistoryEntry(step=memory.step, tool=call, observation=fact.text, success=True)
     counted = memory.user_messages + 1
     if memory.planned_calls or memory.rejected:  # a step's calls are under way: after them
-        return _evolve(memory, {"steered": (*memory.steered, entry), "user_messages": counted})
-    return _evolve(
+        return evolve(memory, {"steered": (*memory.steered, entry), "user_messages": counted})
+    return evolve(
         memory,
         {
             "history": _history(memory).added((entry,)),
-            "history_digest": _chain(memory.history_digest, (entry,)),
+            "history_digest": history_digest(memory.history_digest, (entry,)),
             "user_messages": counted,
         },
     )
 
 
-@_reduce.register
+@reduce_fact.register(f.InputChecked)
 def _(fact: f.InputChecked, memory: AgentMemory) -> AgentMemory:
     number = memory.checked_messages
     update: dict[str, Any] = {"checked_messages": number + 1}
     if fact.verdict == "replaced" and fact.text is not None:
         update |= with_message(memory, number, fact.text)
         if "history" in update:  # a message in the middle of history: chained again
-            update["history_digest"] = _chain("", update["history"])
+            update["history_digest"] = history_digest("", update["history"])
     elif fact.verdict == "refused":
         what = "the task" if number == 0 else f"message {number} sent to the run"
         update["error"] = f"An input guard refused {what}: {fact.reason}"
-    return _evolve(memory, update)
+    return evolve(memory, update)
 
 
-@_reduce.register
+@reduce_fact.register(f.HookAborted)
 def _(fact: f.HookAborted, memory: AgentMemory) -> AgentMemory:
-    return _evolve(memory, {"error": f"The {fact.hook} hook ended the run: {fact.reason}"})
+    return evolve(memory, {"error": f"The {fact.hook} hook ended the run: {fact.reason}"})
 
 
-@_reduce.register
+@reduce_fact.register(f.ToolCallVetoed)
 def _(fact: f.ToolCallVetoed, memory: AgentMemory) -> AgentMemory:
     call = memory.call_at(fact.index)
     if call is None or fact.index >= len(memory.planned_calls):
         return memory
     text = f"ERROR: ToolVetoed: the call to '{call.name}' was refused before it ran: {fact.reason}"
     result = ToolResult(call=call, observation=text, success=False, index=fact.index)
-    return _evolve(memory, {"results": (*memory.results, result)})
+    return evolve(memory, {"results": (*memory.results, result)})
 
 
-@_reduce.register
+@reduce_fact.register(f.ToolCallRewritten)
 def _(fact: f.ToolCallRewritten, memory: AgentMemory) -> AgentMemory:
     if not 0 <= fact.index < len(memory.planned_calls):
         return memory
     calls = list(memory.planned_calls)
     calls[fact.index] = calls[fact.index].model_copy(update={"args": fact.args})
-    return _evolve(memory, {"planned_calls": tuple(calls)})
+    return evolve(memory, {"planned_calls": tuple(calls)})
 
 
-@_reduce.register
+@reduce_fact.register(f.ObservationRewritten)
 def _(fact: f.ObservationRewritten, memory: AgentMemory) -> AgentMemory:
     results = tuple(
         r.model_copy(update={"observation": fact.observation}) if r.index == fact.index else r
         for r in memory.results
     )
-    return _evolve(memory, {"results": results})
+    return evolve(memory, {"results": results})
 
 
-@_reduce.register
+@reduce_fact.register(f.QuestionAsked)
 def _(fact: f.QuestionAsked, memory: AgentMemory) -> AgentMemory:
-    return _evolve(memory, {"asked": (*memory.asked, (fact.question, None))})
+    return evolve(memory, {"asked": (*memory.asked, (fact.question, None))})
 
 
-@_reduce.register
+@reduce_fact.register(f.HumanAnswered)
 def _(fact: f.HumanAnswered, memory: AgentMemory) -> AgentMemory:
     open_ = next((i for i, (_, answer) in enumerate(memory.asked) if answer is None), None)
     if open_ is None:
         return memory
     asked = list(memory.asked)
     asked[open_] = (asked[open_][0], fact.answer)
-    return _evolve(memory, {"asked": tuple(asked)})
+    return evolve(memory, {"asked": tuple(asked)})
 
 
-@_reduce.register
+@reduce_fact.register(f.HistoryCompressed)
 def _(fact: f.HistoryCompressed, memory: AgentMemory) -> AgentMemory:
     update: dict[str, Any] = {
         "history": History((fact.summary,)),
-        "history_digest": _chain("", (fact.summary,)),
+        "history_digest": history_digest("", (fact.summary,)),
         "retry_count": 0,
     }
     if memory.carried:  # the summary covers the earlier turns too: it follows the task
         update["carried"] = 0
-    return _evolve(memory, update)
+    return evolve(memory, update)
 
 
-@_reduce.register
+@reduce_fact.register(f.ContextLimitReached)
 def _(fact: f.ContextLimitReached, memory: AgentMemory) -> AgentMemory:
-    return _evolve(memory, {"context_full": fact.tokens})
+    return evolve(memory, {"context_full": fact.tokens})
 
 
-@_reduce.register
+@reduce_fact.register(f.ContextCompacted)
 def _(fact: f.ContextCompacted, memory: AgentMemory) -> AgentMemory:
     history = window.compacted(memory.history, fact)
-    update: dict[str, Any] = {"history": history, "history_digest": _chain("", history)}
+    update: dict[str, Any] = {"history": history, "history_digest": history_digest("", history)}
     if memory.carried:
         update["carried"] = window.carried_after(fact, memory.carried)
-    return _evolve(memory, update)
+    return evolve(memory, update)
 
 
-@_reduce.register
+@reduce_fact.register(f.AnswerRejected)
 def _(fact: f.AnswerRejected, memory: AgentMemory) -> AgentMemory:
     refused = (*memory.refused_answers, (fact.content, fact.reason))
-    return _evolve(memory, {"refused_answers": refused})
+    return evolve(memory, {"refused_answers": refused})
 
 
-@_reduce.register
+@reduce_fact.register(f.FinalAnswerProduced)
 def _(fact: f.FinalAnswerProduced, memory: AgentMemory) -> AgentMemory:
-    return _evolve(memory, {"final_answer": fact.content})
+    return evolve(memory, {"final_answer": fact.content})
 
 
-@_reduce.register
+@reduce_fact.register(f.RunFailed)
 def _(fact: f.RunFailed, memory: AgentMemory) -> AgentMemory:
-    return _evolve(memory, {"error": fact.message})
+    return evolve(memory, {"error": fact.message})
 
 
-_reduce.register(f.CandidatesGathered)(_unchanged)
-_reduce.register(f.JudgeAsked)(_unchanged)
+reduce_fact.register(f.CandidatesGathered)(unchanged)
+reduce_fact.register(f.JudgeAsked)(unchanged)
 
 
-@_reduce.register
+@reduce_fact.register(f.JudgeAnswered)
 def _(fact: f.JudgeAnswered, memory: AgentMemory) -> AgentMemory:
     usage = fact.response.usage
-    return _evolve(memory, {"total_usage": memory.total_usage + usage}) if usage else memory
+    return evolve(memory, {"total_usage": memory.total_usage + usage}) if usage else memory
 
 
-@_reduce.register
+@reduce_fact.register(f.CandidatePicked)
 def _(fact: f.CandidatePicked, memory: AgentMemory) -> AgentMemory:
-    return _evolve(memory, {"final_answer": fact.answer})
+    return evolve(memory, {"final_answer": fact.answer})
 
 
-@_reduce.register
+@reduce_fact.register(f.PickRefused)
 def _(fact: f.PickRefused, memory: AgentMemory) -> AgentMemory:
-    return _evolve(memory, {"error": fact.message})
+    return evolve(memory, {"error": fact.message})

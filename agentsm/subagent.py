@@ -40,11 +40,11 @@ from .catalog import summary_of
 from .errors import AgentFailed, BuildError, EngineError, HumanInputRequired
 from .facts import FACTS
 from .marks import subagent_of
-from .memory import AgentMemory, fold_with_state, initial_memory
+from .memory import AgentMemory, fold_log, fold_with_state, initial_memory
+from .reading import decode
 from .recorder import encode_meta
 from .tool_context import ToolContext, call_key
 from .tools import Tool, ToolOutcome, ToolRegistry
-from .trace import decode, fold_log
 from .types import ApprovalRequest, ParentCall, State, TokenBudget, TokenUsage
 
 if TYPE_CHECKING:

@@ -35,10 +35,10 @@ from .errors import ThreadBusy
 from .facts import FACTS
 from .images import ImageLike, blobs_of
 from .inbox import send_steer
-from .memory import AgentMemory, initial_memory
+from .memory import AgentMemory, fold_log, initial_memory
 from .outputs import AgentOutput
+from .reading import decode
 from .recorder import encode_meta
-from .trace import decode, fold_log
 from .types import HistoryEntry, State, ThreadTurn
 
 if TYPE_CHECKING:

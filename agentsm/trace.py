@@ -2,26 +2,33 @@
 
 from __future__ import annotations
 
-import gc
 import json
 import sys
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from sys import intern
 from typing import IO, Any
 
 from eventstore import EventStore, StoredEvent
-from eventstore.chain import GENESIS
-from eventstore.reading import events_checked, read_checked
 
 from . import facts as f
 from .facts import FACTS, Fact
-from .memory import AgentMemory, apply, in_full, initial_memory
-from .reducers import keeps_memory
+from .memory import AgentMemory, apply, fold_log, in_full, initial_memory
+from .reading import (
+    CHUNK,
+    SHARED,
+    bulk_reading,
+    decode,
+    decoded,
+    held_fields,
+    holding,
+    parsed_meta,
+    read_events,
+    read_rows,
+)
 from .tables import Column, render_table, styles_wanted, terminal_width
 from .text import plural
-from .types import ReasoningPart, State, TokenUsage, as_state
+from .types import ReasoningPart, TokenUsage
 
 __all__ = [
     "TRACE_COLUMNS",
@@ -48,172 +55,6 @@ TRACE_COLUMNS = (
 """The columns of a trace table, for `Trace.format` and `agentsm show`."""
 
 
-_CHUNK = 4096
-"""Facts and envelopes kept at most per read (decoded once each)."""
-
-
-def read_events(
-    store: EventStore,
-    run_id: str,
-    *,
-    after: int = 0,
-    upto: int | None = None,
-    previous: str = GENESIS,
-) -> Iterator[StoredEvent]:
-    """The run's stored events with `after < seq <= upto`, in order, read a few thousand at a
-    time (a long run is never held twice, as rows and as facts, at once), each checked against
-    the run's hash chain first: `LogTampered` where the log was changed after it was written.
-    From `after` > 0, `previous` is the hash of event `after` (read and checked before)."""
-    return events_checked(store, run_id, after=after, upto=upto, previous=previous)
-
-
-def decode(event: StoredEvent) -> Fact:
-    """The fact stored in one event of the log, at the current version of its kind; a kind
-    this process does not know (a user's own fact whose type is not registered here) is read
-    whole as an `UnknownFact`. `UnreadableFact` (or `FactVersionTooNew`) names the run, seq
-    and kind it cannot decode."""
-    fact: Fact = FACTS.decode(
-        event.payload,
-        event.kind,
-        event.version,
-        run_id=event.run_id,
-        seq=event.seq,
-        custom=event.seq > 1 or event.meta.get("custom") is True,  # a run begins RunStarted
-        meta=event.meta,
-    )
-    return fact
-
-
-_SHARED = 160
-"""Payloads up to this length are decoded once per read: facts are frozen, so equal texts can
-share one fact (a run records the same few transitions thousands of times)."""
-
-
-def _held(kind: str) -> tuple[bool, bool] | None:
-    """Whether a fact of `kind` takes fields from the envelope's state and from its step (its
-    class-level `enveloped`, as the codec reads it), or None when it takes none: what its
-    decoding depends on besides its payload. A transition takes its source state alone, so one
-    decoding serves that transition at every step."""
-    held = getattr(FACTS.models.get(kind), "enveloped", None) if FACTS.enveloped(kind) else None
-    if not isinstance(held, dict):
-        return None
-    keys = set(held.values())
-    if not keys <= {"state", "step"}:
-        return True, True  # keyed by both, as every enveloped kind was
-    return "state" in keys, "step" in keys
-
-
-def _holding(held: tuple[bool, bool] | None, state: Any, step: Any) -> tuple[Any, Any] | None:
-    """The envelope's values that a fact's decoding depends on (see `_held`)."""
-    if held is None:
-        return None
-    return state if held[0] else None, step if held[1] else None
-
-
-def decoded(events: Iterable[StoredEvent]) -> Iterator[tuple[StoredEvent, Fact]]:
-    """Each event with its fact (see `decode`), a short payload met before decoded once."""
-    memo: dict[tuple[str, int, str, Any], Fact] = {}
-    kinds: dict[str, tuple[bool, bool] | None] = {}
-    for event in events:
-        if len(event.payload) > _SHARED:
-            yield event, decode(event)
-            continue
-        meta, kind = event.meta, event.kind
-        if kind not in kinds:
-            kinds[kind] = _held(kind)
-        held = _holding(kinds[kind], meta.get("state"), meta.get("step"))
-        key = (kind, event.version, event.payload, held)
-        fact = memo.get(key)
-        if fact is None:
-            if len(memo) >= _CHUNK:
-                memo.clear()
-            fact = memo[key] = decode(event)
-        yield event, fact
-
-
-def _meta(meta: str | dict[str, Any]) -> dict[str, Any]:
-    found = json.loads(meta) if isinstance(meta, str) else meta
-    return found if isinstance(found, dict) else {}
-
-
-def _rows(
-    store: EventStore, run_id: str, upto: int | None = None
-) -> Iterator[tuple[int, str, int, str, Any, float]]:
-    """The run's events up to seq `upto` as (seq, kind, version, payload, meta as text or
-    parsed, recorded_at), in order, a few thousand at a time, each checked against the run's
-    hash chain first (`LogTampered`); bare rows where the store reads them so."""
-    for seq, kind, version, payload, meta, at, _ in read_checked(store, run_id, upto=upto):
-        yield seq, kind, version, payload, meta, at
-
-
-def fold_log(store: EventStore, run_id: str) -> tuple[AgentMemory, str]:
-    """Memory and state of a run folded from its log, decoding only what the fold needs:
-    facts that leave memory as it is are not decoded (only checked to be of a kind and
-    version this code reads), a transition gives its target, and a short payload met before
-    is decoded once."""
-    memory: AgentMemory | None = None
-    state: str = State.Idle
-    memo: dict[tuple[str, int, str], Any] = {}
-    targets: dict[tuple[int, str], str] = {}
-    skip: dict[str, bool] = {}
-    for seq, kind, version, payload, meta, _ in _rows(store, run_id):
-        if memory is None:
-            envelope = _meta(meta)
-            first = FACTS.decode(
-                payload,
-                kind,
-                version,
-                run_id=run_id,
-                seq=seq,
-                custom=seq > 1 or envelope.get("custom") is True,
-                meta=envelope,
-            )
-            if not isinstance(first, f.RunStarted):
-                raise ValueError(
-                    f"A run's log must begin with RunStarted, not {first!r}; this is not a "
-                    "complete run."
-                )
-            memory = initial_memory(first)
-            continue
-        if kind == "Transitioned":
-            target = targets.get((version, payload))
-            if target is None:
-                moved = FACTS.decode(
-                    payload, kind, version, run_id=run_id, seq=seq, meta=_meta(meta)
-                )
-                target = targets[(version, payload)] = as_state(moved.to_state)
-            state = target
-            continue
-        leave = skip.get(kind)
-        if leave is None:
-            model = FACTS.models.get(kind)
-            leave = skip[kind] = model is not None and keeps_memory(model)
-        if leave:
-            if version > FACTS.versions[kind]:
-                FACTS.decode(payload, kind, version, run_id=run_id, seq=seq)  # raises
-            continue
-        # past RunStarted, a kind this process does not know is a user's own (UnknownFact)
-        if FACTS.enveloped(kind):
-            fact = FACTS.decode(
-                payload, kind, version, run_id=run_id, seq=seq, custom=True, meta=_meta(meta)
-            )
-        elif len(payload) <= _SHARED:
-            key = (kind, version, payload)
-            fact = memo.get(key)
-            if fact is None:
-                if len(memo) >= _CHUNK:
-                    memo.clear()
-                fact = memo[key] = FACTS.decode(
-                    payload, kind, version, run_id=run_id, seq=seq, custom=True
-                )
-        else:
-            fact = FACTS.decode(payload, kind, version, run_id=run_id, seq=seq, custom=True)
-        memory = apply(memory, fact)
-    if memory is None:
-        raise ValueError(f"Run {run_id} has no facts; this is not a complete run.")
-    return memory, state
-
-
 def entries(
     store: EventStore, run_id: str, *, upto: int | None = None, calls: FullCalls | None = None
 ) -> Iterator[TraceEntry]:
@@ -224,11 +65,11 @@ def entries(
     facts: dict[tuple[str, int, str, Any], Fact] = {}
     metas: dict[str, tuple[int, str, dict[str, Any] | None, bool]] = {}
     kinds: dict[str, tuple[bool, bool] | None] = {}
-    for seq, kind, version, payload, meta, at in _rows(store, run_id, upto):
+    for seq, kind, version, payload, meta, at in read_rows(store, run_id, upto):
         text = meta if isinstance(meta, str) else None
         envelope = metas.get(text) if text is not None else None
         if envelope is None:
-            parsed = _meta(meta)
+            parsed = parsed_meta(meta)
             metrics = parsed.get("metrics")
             envelope = (
                 int(parsed.get("step", 0)),
@@ -237,14 +78,14 @@ def entries(
                 parsed.get("custom") is True,  # one of the user's own facts
             )
             if text is not None:
-                if len(metas) >= _CHUNK:
+                if len(metas) >= CHUNK:
                     metas.clear()
                 metas[text] = envelope
         step, state, metrics, marked = envelope
         if kind not in kinds:
-            kinds[kind] = _held(kind)
-        key = (kind, version, payload, _holding(kinds[kind], state, step))
-        fact = facts.get(key) if len(payload) <= _SHARED else None
+            kinds[kind] = held_fields(kind)
+        key = (kind, version, payload, holding(kinds[kind], state, step))
+        fact = facts.get(key) if len(payload) <= SHARED else None
         if fact is None:
             envelope_meta = {"state": state, "step": step} if kinds[kind] else None
             fact = FACTS.decode(
@@ -256,28 +97,14 @@ def entries(
                 custom=seq > 1 or marked,  # as `decode` reads it: a run begins RunStarted
                 meta=envelope_meta,
             )
-            if len(payload) <= _SHARED:
-                if len(facts) >= _CHUNK:
+            if len(payload) <= SHARED:
+                if len(facts) >= CHUNK:
                     facts.clear()
                 facts[key] = fact
         shown = full(fact)
         yield TraceEntry(
             seq, step, state, intern(kind), at, shown, dict(metrics) if metrics else {}
         )
-
-
-@contextmanager
-def bulk_reading() -> Iterator[None]:
-    """Pause the cyclic garbage collector while a whole run is read into memory: the many
-    objects a read makes would start its collections over and over, each going through all
-    of them, for nothing (reading makes no cycles). It runs again after, if it ran before."""
-    running = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if running:
-            gc.enable()
 
 
 class FullCalls:

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 from agentsm import AgentBuilder, Event, MockLlmCaller, RunContext, State, build_transition_table
 from agentsm import facts as f
-from agentsm import memory as memory_module
 from agentsm.memory import AgentMemory
+from agentsm.reducing import reduce_fact
 from agentsm.states import ObservingState
 from agentsm.testing import (
     AgentMachine,
@@ -191,7 +191,7 @@ def test_a_handler_that_records_a_fact_it_does_not_own_is_caught() -> None:
 
 
 def test_a_reducer_that_drops_a_field_is_caught_and_shrunk() -> None:
-    real = memory_module._reduce.dispatch(f.LlmResponded)
+    real = reduce_fact.dispatch(f.LlmResponded)
 
     def forgetful(fact: f.LlmResponded, memory: AgentMemory) -> AgentMemory:
         kept = memory.model_dump(exclude={"history"})  # the planted bug: history is dropped
@@ -204,7 +204,7 @@ def test_a_reducer_that_drops_a_field_is_caught_and_shrunk() -> None:
     def prop(run: AgentRun) -> None:
         run.assert_invariants()
 
-    memory_module._reduce.register(f.LlmResponded)(forgetful)
+    reduce_fact.register(f.LlmResponded)(forgetful)
     try:
         with pytest.raises(AssertionError) as info:
             prop()
@@ -214,7 +214,7 @@ def test_a_reducer_that_drops_a_field_is_caught_and_shrunk() -> None:
         with pytest.raises(AssertionError, match="history shrank"):
             exec(source, namespace)  # the printed Python reproduces the failure
     finally:
-        memory_module._reduce.register(f.LlmResponded)(real)
+        reduce_fact.register(f.LlmResponded)(real)
     assert "history shrank or changed outside Reflecting" in message
     assert source.startswith("from agentsm import") and "run_inputs(" in source
     script = source.split("script=[", 1)[1].split("    ],", 1)[0]
