@@ -7,6 +7,7 @@ checkpoints per second with 1, 4 and 16 writer processes.
 Each run is a graph of an LLM node (a stand-in answering from the state, as the mock LLM of
 `scale.py` does) and a tool node, looping `--steps` times before the answer; the checkpointer
 saves the state after every super-step. It needs neither agentsm nor its dependencies.
+`perf.py` runs the same graph on LangGraph's SqliteSaver (`graph` needs no PostgreSQL driver).
 """
 
 from __future__ import annotations
@@ -18,9 +19,6 @@ import time
 import urllib.parse
 import uuid
 from typing import Annotated, Any, TypedDict
-
-import psycopg
-from psycopg import sql
 
 
 class State(TypedDict):
@@ -110,7 +108,9 @@ def main() -> None:
 
 def once(server: str, writers: int, runs: int, steps: int) -> tuple[float, int]:
     """One measurement in a new schema: seconds, and the checkpoints saved."""
+    import psycopg
     from langgraph.checkpoint.postgres import PostgresSaver
+    from psycopg import sql
 
     schema = f"lg_{uuid.uuid4().hex[:12]}"
     options = urllib.parse.quote(f"-csearch_path={schema}")
