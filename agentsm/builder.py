@@ -16,15 +16,7 @@ from eventstore import DURABILITY, Durability, EventStore, SQLiteEventStore, ope
 
 from . import facts as f
 from .context import ApprovalCallback, RunContext, Suspend, ToolRunner, ValueSource
-from .custom import (
-    Declaring,
-    Reducer,
-    declared_records,
-    handler_records,
-    kind_of,
-    part_value,
-    register_fact,
-)
+from .custom import Reducer, declared_records, kind_of, part_value, register_fact
 from .engine import AgentEngine
 from .errors import BuildError
 from .events import Event
@@ -37,6 +29,9 @@ from .questions import ASK_HUMAN, ask_human_tool
 from .redaction import Hook, Redactor
 from .skills import READ_SKILL_TOOL, SkillSet
 from .states import AgentState, default_handlers
+from .states.base import Declaring, handler_records
+from .subagent import SubAgentTool
+from .threads import Thread
 from .tools import Tool, ToolRegistry, tool
 from .tools.workspace import Workspace, WorkspaceLimits
 from .trace import decode
@@ -53,7 +48,6 @@ from .types import (
 
 if TYPE_CHECKING:
     from .openapi import Auth, OpenApi
-    from .threads import Thread
 
 __all__ = ["AgentBuilder"]
 
@@ -503,12 +497,32 @@ class AgentBuilder:
         it sets the child's own prompt, tools, LLM and limits. `share_budget`: the child gets
         what is left of this run's token budget, and its tokens count into this run's usage.
         `timeout` bounds the call (default: this run's `tool_timeout`). See `agentsm.subagent`."""
-        from .subagent import SubAgentTool  # the sub-agent module builds on this one
-
         self._tools.add(
             SubAgentTool(self, name, description, child, share_budget=share_budget, timeout=timeout)
         )
         return self
+
+    @staticmethod
+    def _child_builders(
+        name: str, child: AgentBuilder | Callable[[str], AgentBuilder]
+    ) -> Callable[[str], AgentBuilder]:
+        """How the sub-agent `name` makes its child's builder for a task (the sub-agent asks
+        the builder it is given, and imports none): a copy of the builder `child` with that
+        task, or what the function `child` returns for it. `child` is checked now, what the
+        function returns at each call."""
+        if not isinstance(child, AgentBuilder) and not callable(child):
+            raise BuildError(
+                f"subagent({name!r}, ...): the child must be an AgentBuilder or a function "
+                f"task -> AgentBuilder, not {type(child).__name__}."
+            )
+        if not isinstance(child, AgentBuilder):
+            return lambda task: _made_by(name, child, task)
+        if child.llm_caller is None:
+            raise BuildError(
+                f"subagent({name!r}, ...): the child's builder has no LLM; give it one with "
+                ".llm(...) (the child runs with its own LLM, prompt, tools and limits)."
+            )
+        return lambda task: _copied_for(child, task)
 
     def workspace(
         self,
@@ -637,7 +651,7 @@ class AgentBuilder:
         choice; `auth` is a bearer token, a `Bearer`/`ApiKey`/`Basic`, or secrets by security
         scheme name, added to each request when it is sent and redacted from every fact;
         `timeout` (seconds) and `max_response_bytes` bound each call. See `agentsm.openapi`."""
-        from .openapi import OpenApi
+        from .openapi import OpenApi  # loaded when used: its parser and httpx take ~80 ms
 
         api = spec if isinstance(spec, OpenApi) else OpenApi.load(spec, timeout=timeout)
         made = api.tools(
@@ -671,8 +685,6 @@ class AgentBuilder:
         `thread_id` continues that thread from the log (in any process), or starts a thread of
         that id; without it, a new thread. This builder's own task is not used. See
         `agentsm.threads`."""
-        from .threads import Thread  # threads build on the builder
-
         return Thread.of(self._for_task, self._opened_store(), thread_id)
 
     def _for_task(self, task: str) -> AgentBuilder:
@@ -907,3 +919,30 @@ class AgentBuilder:
             f"AgentBuilder(task={self._task[:40]!r}, tools={self._tools.names()}, "
             f"llm={self._llm!r})"
         )
+
+
+def _copied_for(template: AgentBuilder, task: str) -> AgentBuilder:
+    """A copy of a sub-agent's child builder with the call's task; its own sub-agents run in
+    the copy's store."""
+    made = copy.copy(template)
+    made._task = task  # the template's own task is replaced by the call's
+    made._tools = ToolRegistry()
+    for item in template.tools:
+        made._tools.add(item.bound_to(made) if isinstance(item, SubAgentTool) else item)
+    return made
+
+
+def _made_by(name: str, make: Callable[[str], AgentBuilder], task: str) -> AgentBuilder:
+    """The child builder the function `make` of sub-agent `name` returns for `task`, checked."""
+    made = make(task)
+    if not isinstance(made, AgentBuilder):
+        raise BuildError(
+            f"The child of sub-agent {name!r} returned {type(made).__name__} for its task, not "
+            "an AgentBuilder; return AgentBuilder(task)... without .build()."
+        )
+    if made.llm_caller is None:
+        raise BuildError(
+            f"The child of sub-agent {name!r} has no LLM; give the builder it returns one with "
+            ".llm(...) (the child runs with its own LLM, prompt, tools and limits)."
+        )
+    return made

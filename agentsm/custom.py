@@ -28,9 +28,7 @@ from .frozen import FrozenDict
 from .reducing import evolve, reduce_fact
 
 if TYPE_CHECKING:
-    from .context import RunContext, Suspend
     from .memory import AgentMemory
-    from .states.base import AgentState
 
 __all__ = [
     "CustomFact",
@@ -276,27 +274,3 @@ def declared_records(records: Iterable[Any]) -> frozenset[str]:
     if isinstance(records, str | type):
         records = (records,)
     return frozenset(r if isinstance(r, str) else kind_of(r) for r in records)
-
-
-def handler_records(handler: Any) -> frozenset[str] | None:
-    """The kinds a handler declares it may record (`records`), or None when it declares none
-    (it may then record any built-in fact its state owns, and no fact of the user's)."""
-    records = getattr(handler, "records", None)
-    return None if records is None else declared_records(records)
-
-
-class Declaring:
-    """A handler with a `records` declaration added by `AgentBuilder.handler(..., records=)`;
-    otherwise the handler itself."""
-
-    def __init__(self, handler: AgentState, records: frozenset[str]) -> None:
-        self.handler = handler
-        self.name = handler.name
-        self.emits: frozenset[str] = getattr(handler, "emits", frozenset())
-        self.records = records
-
-    async def handle(self, ctx: RunContext) -> str | Suspend:
-        return await self.handler.handle(ctx)
-
-    def __repr__(self) -> str:
-        return f"<{self.handler!r} records {', '.join(sorted(self.records)) or 'nothing'}>"

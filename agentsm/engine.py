@@ -25,7 +25,6 @@ from .context import (
     ToolRunner,
     ValueSource,
 )
-from .custom import handler_records
 from .errors import (
     AgentFailed,
     BuildError,
@@ -53,7 +52,7 @@ from .outputs import (
 )
 from .recorder import Recorder
 from .redaction import Redactor
-from .states.base import AgentState
+from .states.base import AgentState, handler_records
 from .states.waiting import human_requests
 from .subagent import with_waiting_children
 from .tools import ToolOutcome, ToolRegistry

@@ -29,7 +29,6 @@ step through the usual budget check. Replay of the parent serves the child's rec
 from __future__ import annotations
 
 import asyncio
-import copy
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -37,14 +36,14 @@ from eventstore import ConcurrencyError, EventStore, NewEvent, RunInUse, RunReco
 
 from . import facts as f
 from .catalog import summary_of
-from .errors import AgentFailed, BuildError, EngineError, HumanInputRequired
+from .errors import AgentFailed, EngineError, HumanInputRequired
 from .facts import FACTS
 from .marks import subagent_of
 from .memory import AgentMemory, fold_log, fold_with_state, initial_memory
 from .reading import decode
 from .recorder import encode_meta
 from .tool_context import ToolContext, call_key
-from .tools import Tool, ToolOutcome, ToolRegistry
+from .tools import Tool, ToolOutcome
 from .types import ApprovalRequest, ParentCall, State, TokenBudget, TokenUsage
 
 if TYPE_CHECKING:
@@ -67,7 +66,8 @@ class SubAgentTool(Tool):
     """A tool that runs a child agent on the task it is given and observes its answer.
 
     Made by `AgentBuilder.subagent`; `parent` is the builder of the agent that calls it (whose
-    store the child runs in), `child` the child's builder or a function `task -> builder`.
+    store the child runs in), `child` the child's builder or a function `task -> builder`. The
+    parent makes the child's builder for each task (this module imports no builder).
     """
 
     def __init__(
@@ -80,49 +80,19 @@ class SubAgentTool(Tool):
         share_budget: bool = False,
         timeout: float | None = None,
     ) -> None:
-        from .builder import AgentBuilder
-
-        if not isinstance(child, AgentBuilder) and not callable(child):
-            raise BuildError(
-                f"subagent({name!r}, ...): the child must be an AgentBuilder or a function "
-                f"task -> AgentBuilder, not {type(child).__name__}."
-            )
-        if isinstance(child, AgentBuilder) and child.llm_caller is None:
-            raise BuildError(
-                f"subagent({name!r}, ...): the child's builder has no LLM; give it one with "
-                ".llm(...) (the child runs with its own LLM, prompt, tools and limits)."
-            )
+        make = parent._child_builders(name, child)
         super().__init__(
             name, description, dict(TASK_SCHEMA), self._run, idempotent=True, timeout=timeout
         )
         self.parent = parent
         self.child = child
         self.share_budget = share_budget
+        self._make = make
 
     def builder_for(self, task: str) -> AgentBuilder:
         """The child's builder for `task`: a copy of the child builder with this task, or what
         the child function returns for it; either way under the parent's redaction hooks."""
-        from .builder import AgentBuilder
-
-        if isinstance(self.child, AgentBuilder):
-            made = copy.copy(self.child)
-            made._task = task  # the template's own task is replaced by the call's
-            made._tools = ToolRegistry()  # its own sub-agents run in the copy's store
-            for item in self.child.tools:
-                made._tools.add(item.bound_to(made) if isinstance(item, SubAgentTool) else item)
-            return self._redacting(made)
-        made = self.child(task)
-        if not isinstance(made, AgentBuilder):
-            raise BuildError(
-                f"The child of sub-agent {self.name!r} returned {type(made).__name__} for its "
-                "task, not an AgentBuilder; return AgentBuilder(task)... without .build()."
-            )
-        if made.llm_caller is None:
-            raise BuildError(
-                f"The child of sub-agent {self.name!r} has no LLM; give the builder it returns "
-                "one with .llm(...) (the child runs with its own LLM, prompt, tools and limits)."
-            )
-        return self._redacting(made)
+        return self._redacting(self._make(task))
 
     def _redacting(self, made: AgentBuilder) -> AgentBuilder:
         """`made` with the parent's redaction hooks before its own: the child's task and

@@ -1,13 +1,16 @@
-"""The AgentState protocol every handler implements."""
+"""The AgentState protocol every handler implements, and the facts a handler declares it
+may record."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
+
+from ..custom import declared_records
 
 if TYPE_CHECKING:
     from ..context import RunContext, Suspend
 
-__all__ = ["AgentState"]
+__all__ = ["AgentState", "Declaring", "handler_records"]
 
 
 @runtime_checkable
@@ -27,3 +30,28 @@ class AgentState(Protocol):
     async def handle(self, ctx: RunContext) -> str | Suspend:
         """Do this state's work; return the next event (or SUSPEND to wait for outside input)."""
         ...
+
+
+def handler_records(handler: Any) -> frozenset[str] | None:
+    """The kinds a handler declares it may record (`records`), or None when it declares none
+    (it may then record any built-in fact its state owns, and no fact of the user's)."""
+    records = getattr(handler, "records", None)
+    return None if records is None else declared_records(records)
+
+
+class Declaring:
+    """A handler with a `records` declaration added by `AgentBuilder.handler(..., records=)`;
+    otherwise the handler itself."""
+
+    def __init__(self, handler: AgentState, records: frozenset[str]) -> None:
+        self.handler = handler
+        self.name = handler.name
+        self.emits: frozenset[str] = getattr(handler, "emits", frozenset())
+        self.records = records
+
+    async def handle(self, ctx: RunContext) -> str | Suspend:
+        """The handler's own work."""
+        return await self.handler.handle(ctx)
+
+    def __repr__(self) -> str:
+        return f"<{self.handler!r} records {', '.join(sorted(self.records)) or 'nothing'}>"

@@ -6,10 +6,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..custom import handler_records
 from ..errors import BuildError
 from ..facts import FACTS, OWNERS
 from ..states import AgentState, default_handlers
+from ..states.base import handler_records
 from ..types import TERMINAL_STATES, State, as_state
 from .watch import declared_emits
 
