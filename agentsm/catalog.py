@@ -19,7 +19,7 @@ from . import facts as f
 from .errors import UnreadableFact
 from .facts import Fact
 from .memory import AgentMemory, fold
-from .trace import decode
+from .reading import decode
 
 __all__ = [
     "PRICES",

@@ -1,9 +1,11 @@
-"""The packages import one way: `eventstore` <- `agentsm` <- `replay`, and no module of `agentsm`
-or of `replay` imports, while it loads, a module that imports it back (no import cycle).
+"""The packages import one way: `eventstore` <- `agentsm` <- `replay`; no module of `agentsm`
+or of `replay` imports, while it loads, a module that imports it back (no import cycle); and the
+core of `agentsm` is in layers, each importing only from the layers below it.
 
-Only what runs when a module loads counts: an import inside a function is a deliberate deferral,
-one under `if TYPE_CHECKING:` never runs, and a package's lazy exports (`eventstore.lazy`) are
-names, not imports. Importing `a.b.c` loads the packages `a.b` and `a` first, so those count too.
+For a cycle only what runs when a module loads counts: an import inside a function is a
+deliberate deferral, one under `if TYPE_CHECKING:` never runs, and a package's lazy exports
+(`eventstore.lazy`) are names, not imports. Importing `a.b.c` loads the packages `a.b` and `a`
+first, so those count too. A deferred import still points down the layers.
 """
 
 from __future__ import annotations
@@ -16,6 +18,28 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("agentsm", "eventstore", "replay", "pytest_agentsm")
+
+LAYERS = (
+    (
+        "facts and their codec",
+        "types errors frozen images text history codec facts custom skills inputs digests "
+        "reducing reading messages places marks events outputs tables",
+    ),
+    ("the fold", "reducers window memory trace"),
+    ("recording", "recorder catalog redaction"),
+    (
+        "the run context and tools",
+        "context tool_context tools tools.registry hooks progress questions inbox subagent",
+    ),
+    (
+        "the states",
+        "states states.base states.idle states.planning states.acting states.waiting "
+        "states.observing states.reflecting states.terminal",
+    ),
+    ("the engine", "transitions engine threads"),
+    ("the builder", "builder"),
+)
+"""The core of agentsm, bottom to top (modules of agentsm, by their names in the package)."""
 
 
 LOAD, CALL, TYPING = "load", "call", "typing"
@@ -239,6 +263,25 @@ def test_agentsm_has_no_import_cycle() -> None:
 def test_replay_has_no_import_cycle() -> None:
     found = cycles("replay")
     assert not found, "modules of replay import each other in a circle:\n" + "\n".join(found)
+
+
+def test_the_core_imports_only_from_the_layers_below() -> None:
+    layer = {
+        f"agentsm.{name}": (rank, title)
+        for rank, (title, names) in enumerate(LAYERS)
+        for name in names.split()
+    }
+    assert set(layer) <= set(modules()), sorted(set(layer) - set(modules()))
+    upward = [
+        f"{module} ({layer[module][1]}) line {found.line} imports {found.target} "
+        f"({layer[found.target][1]})"
+        for module in sorted(layer)
+        for found in imports(module)
+        if found.when != TYPING
+        and found.target in layer
+        and layer[found.target][0] > layer[module][0]
+    ]
+    assert not upward, "a lower layer of agentsm imports a higher one:\n" + "\n".join(upward)
 
 
 def _imports_of(package: str, forbidden: tuple[str, ...]) -> list[str]:
