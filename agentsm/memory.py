@@ -383,6 +383,7 @@ def initial_memory(fact: f.RunStarted) -> AgentMemory:
 
 @reduce_fact.register(f.RunStarted)
 def _(fact: f.RunStarted, memory: AgentMemory) -> AgentMemory:
+    """A RunStarted starts memory afresh (registered here, where memory is made)."""
     return initial_memory(fact)
 
 
