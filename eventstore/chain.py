@@ -36,6 +36,7 @@ from .errors import LogTampered
 from .records import NewEvent, StoredEvent
 
 __all__ = [
+    "COVERED",
     "GENESIS",
     "V2",
     "ChainBreak",
@@ -53,6 +54,22 @@ __all__ = [
 
 GENESIS = ""
 """The previous hash of a run's first hashed event."""
+
+
+class _Covered(str):
+    """The type of `COVERED`: no text read from a database is one."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "COVERED"
+
+
+COVERED = _Covered("")
+"""The hash a chained read gives an event whose hash its store does not keep (a format-2 row
+keeps only its last event's, `eventstore.sqlite_format2`): it follows from the events before
+it, and the next kept hash covers it. Recognised by identity (`given is COVERED`), so that no
+stored text can pass for it."""
 
 
 _canonical = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
@@ -369,6 +386,11 @@ class ChainCheck:
             if self.previous != GENESIS:
                 raise _unhashed(seq, kind).error(self.run_id)
             self.unhashed += 1
+            return
+        if given is COVERED:  # not kept: the row's kept hash, further on, is compared
+            self.previous = link(
+                self.previous, self.run_id, seq, kind, version, payload, meta, recorded_at
+            )
             return
         hashed = link if given.startswith(V2) else link_v1
         if hashed(self.previous, self.run_id, seq, kind, version, payload, meta, recorded_at) != (

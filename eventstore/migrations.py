@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # the caller hands the database in; listing a log never loads sqlite-utils
     import sqlite_utils
 
-__all__ = ["LATEST", "MIGRATIONS", "migrate"]
+__all__ = ["FORMAT1", "LATEST", "MIGRATIONS", "log_format", "migrate"]
 
 
 def _m001_initial(db: sqlite_utils.Database) -> None:
@@ -199,6 +199,13 @@ def _m009_blobs(db: sqlite_utils.Database) -> None:
         )
 
 
+def _m010_log_format_2(db: sqlite_utils.Database) -> None:
+    """Log format 2: facts packed into few, narrow rows (`eventstore.sqlite_format2`)."""
+    from .sqlite_format2 import create_format2
+
+    create_format2(db)
+
+
 MIGRATIONS: list[tuple[int, str, Callable[[sqlite_utils.Database], None]]] = [
     (1, "initial", _m001_initial),
     (2, "append-only inserts", _m002_append_only_inserts),
@@ -209,8 +216,17 @@ MIGRATIONS: list[tuple[int, str, Callable[[sqlite_utils.Database], None]]] = [
     (7, "fact text search", _m007_fact_text_search),
     (8, "inbox", _m008_inbox),
     (9, "blobs", _m009_blobs),
+    (10, "log format 2", _m010_log_format_2),
 ]
 LATEST = MIGRATIONS[-1][0]
+FORMAT1 = 9
+"""The last schema of log format 1: a log of an earlier release is brought this far when it is
+opened, and to format 2 (`LATEST`) only when asked (`SQLiteEventStore.upgrade`)."""
+
+
+def log_format(version: int) -> int:
+    """The log format of a schema version."""
+    return 2 if version > FORMAT1 else 1
 
 
 def migrate(db: sqlite_utils.Database, current: int, *, upto: int = LATEST) -> int:

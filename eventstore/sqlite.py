@@ -30,7 +30,7 @@ from .errors import (
     UnknownRun,
 )
 from .fencing import Tokens, lost_lease
-from .migrations import LATEST, migrate
+from .migrations import FORMAT1, LATEST, log_format, migrate
 from .records import SUMMARY_TEXT, InboxMessage, NewEvent, RunRecord, RunSummary, StoredEvent
 from .sqlite_catalog import (
     DRIVER_COLUMNS,
@@ -41,6 +41,18 @@ from .sqlite_catalog import (
     lower,
     run_record,
     runs_query,
+)
+from .sqlite_format2 import (
+    FORMAT2_COLUMNS,
+    Names,
+    Naming,
+    Row,
+    hash_text,
+    hashed,
+    insert_rows,
+    names_of,
+    stored_events,
+    unpack,
 )
 from .sqlite_inbox import InboxReader, not_driving, post_write, take_write
 from .writer import Writer
@@ -56,6 +68,9 @@ DURABILITY: tuple[Durability, ...] = ("normal", "full")
 CLAIMABLE = ("queued", "ready", "orphaned")
 """The kinds of run `claim_next` takes: submitted, decided by a human, left by a dead driver."""
 T = TypeVar("T")
+
+NEW_LOG_FORMAT = 2
+"""The format a new log is created in (`log_format=` chooses per store)."""
 
 _SUMMARY_SET = (
     "steps = ?, input_tokens = ?, output_tokens = ?, cost = ?, model = ?, answer = ?, error = ?"
@@ -94,8 +109,14 @@ class SQLiteEventStore:
         durability: Durability = "normal",
         lease: float = 60.0,
         threaded: bool = True,
+        log_format: int | None = None,
     ) -> None:
         self.path = str(path)
+        if log_format not in (None, 1, 2):
+            raise ValueError(f"log_format is 1 or 2 (None: {NEW_LOG_FORMAT}), not {log_format!r}")
+        self._new_format = NEW_LOG_FORMAT if log_format is None else log_format
+        self._format = 1  # read from the schema once it is open
+        self._names = Names()
         self.threaded = threaded
         """False: every write commits on the caller's thread, not the writer's (for a store
         that one thread uses alone, such as a replay's scratch store: no thread hop)."""
@@ -223,7 +244,47 @@ class SQLiteEventStore:
                 f"{self.path!r} has event-log schema version {version}, newer than the {LATEST} "
                 "this version understands. Upgrade agentsm to read it."
             )
-        return version < LATEST
+        return version < self._target(version, tables)
+
+    def _target(self, version: int, tables: set[str]) -> int:
+        """The schema a log is brought to when opened: a new one to the format asked for
+        (`log_format`), one of format 1 to format 1's last (format 2 only when asked:
+        `upgrade`), one of format 2 to the latest."""
+        if not tables and version == 0:
+            return LATEST if self._new_format == 2 else FORMAT1
+        return LATEST if version > FORMAT1 else FORMAT1
+
+    @property
+    def log_format(self) -> int:
+        """The log's format: 1 (a row per fact, as earlier releases write) or 2 (facts packed
+        into few, narrow rows; `eventstore.sqlite_format2`)."""
+        return self._format
+
+    def upgrade(self) -> int:
+        """Bring a format-1 log to format 2 in one transaction (back it up first: `backup`);
+        returns the format. A format-2 log is left as it is."""
+        if self.read_only:
+            raise StoreError(f"{self.path!r} is open read-only; open it to write to upgrade it.")
+        if self._format == 2:
+            return 2
+
+        def write(conn: sqlite3.Connection) -> None:
+            import sqlite_utils
+
+            version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+            migrate(sqlite_utils.Database(conn), version)
+
+        with self.batch():
+            write(self._conn)
+        self._read_format()
+        return self._format
+
+    def _read_format(self) -> None:
+        version = int(self._conn.execute("PRAGMA user_version").fetchone()[0])
+        self._format = log_format(version)
+        self._names = Names()
+        if self._format == 2:
+            self._names.load(self._conn)
 
     def _open_schema(self, create: bool) -> None:
         """Check the schema, and create or migrate it in one `BEGIN IMMEDIATE` transaction that
@@ -231,6 +292,7 @@ class SQLiteEventStore:
         conn = self._conn
         version, tables = self._schema()
         if not self._check_schema(version, tables, create) or self.read_only:
+            self._read_format()
             return  # a read-only reader takes an older schema as it is
         conn.execute("BEGIN IMMEDIATE")
         try:
@@ -238,12 +300,14 @@ class SQLiteEventStore:
             if self._check_schema(version, tables, create):
                 import sqlite_utils  # loaded here only: most opens need no migration
 
-                migrate(sqlite_utils.Database(conn), version)
+                upto = self._target(version, tables)
+                migrate(sqlite_utils.Database(conn), version, upto=upto)
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
+        self._read_format()
 
     # -- catalog ---------------------------------------------------------------------------
 
@@ -265,11 +329,12 @@ class SQLiteEventStore:
         transaction, so that no reader ever sees it without them; an id that exists already is
         a `ConcurrencyError` and writes nothing. With `claim`, this store drives the new run
         from the same transaction on (no worker can take a running run before it is claimed)."""
-        write = self._create_write(
+        write, naming = self._create_write(
             run_id, task, parent_id, branch_seq, info, created_at, events, status, summary
         )
         write, token = self._claiming(run_id, write, claim)
         self._transaction(write, f"create run {run_id!r}")
+        self._keep(naming)
         if token is not None:
             self._hold(run_id, token)
         return self.run(run_id)
@@ -288,11 +353,12 @@ class SQLiteEventStore:
         """`create_run` for async code, and with `claim` the run's claim in the same
         transaction (a new run has no other driver): the writer commits it while the event
         loop goes on, sharing the transaction with the other writes that arrive meanwhile."""
-        write = self._create_write(
+        write, naming = self._create_write(
             run_id, task, None, None, None, created_at, events, status, summary
         )
         write, token = self._claiming(run_id, write, claim)
         await self._committed(write, f"create run {run_id!r}")
+        self._keep(naming)
         if token is not None:
             self._hold(run_id, token)
 
@@ -321,8 +387,9 @@ class SQLiteEventStore:
         events: Sequence[NewEvent],
         status: str | None,
         summary: RunSummary | None,
-    ) -> Callable[[sqlite3.Connection], None]:
-        """The write of one `create_run`."""
+    ) -> tuple[Callable[[sqlite3.Connection], None], Naming]:
+        """The write of one `create_run`, and the names it gives codes to (kept once it
+        committed)."""
         now = time.time() if created_at is None else created_at
         row = (
             run_id,
@@ -335,6 +402,7 @@ class SQLiteEventStore:
             branch_seq,
             json.dumps(info or {}),
         )
+        naming = self._naming(events)
 
         def write(conn: sqlite3.Connection) -> None:
             try:
@@ -345,11 +413,11 @@ class SQLiteEventStore:
                 raise ConcurrencyError(
                     f"A run with id {run_id!r} exists already; choose another id."
                 ) from e
-            _insert(conn, run_id, 0, events)
+            self._insert(conn, run_id, 0, events, naming.codes(conn))
             if summary is not None:
                 _write_summary(conn, run_id, summary)
 
-        return write
+        return write, naming
 
     def run(self, run_id: str) -> RunRecord:
         """The catalog entry of one run; `UnknownRun` names the closest ids when it is missing."""
@@ -457,7 +525,19 @@ class SQLiteEventStore:
             self.index_for_search()
         rows: list[tuple[str, int, str, str]] = []
         upto = 0
-        if indexed:
+        if indexed and self._format == 2:
+            upto = self._rows("SELECT upto FROM events_indexed")[0][0]
+            of_kinds = f"AND k.name IN ({', '.join('?' * len(kinds))})" if kinds else ""
+            rows = self._rows(
+                "SELECT r.run_id, f.seq, k.name, f.payload FROM (SELECT w.rowid AS id, "
+                "bm25(events_words) AS rank FROM events_words w JOIN facts f ON f.id = w.rowid "
+                f"JOIN names k ON k.code = f.kind WHERE events_words MATCH ? {of_kinds} "
+                "ORDER BY w.rowid DESC LIMIT ?) AS c JOIN facts f ON f.id = c.id "
+                "JOIN runs r ON r.key = f.run JOIN names k ON k.code = f.kind "
+                "ORDER BY c.rank, c.id DESC LIMIT ?",
+                (fulltext.fts5_query(terms), *(kinds or ()), fulltext.CANDIDATES, limit),
+            )
+        elif indexed:
             upto = self._rows("SELECT upto FROM events_indexed")[0][0]
             of_kinds = f"AND e.kind IN ({', '.join('?' * len(kinds))})" if kinds else ""
             rows = self._rows(
@@ -475,14 +555,22 @@ class SQLiteEventStore:
     def _unindexed_pages(
         self, upto: int, kinds: Sequence[str] | None, size: int = 2000
     ) -> Iterator[list[tuple[str, int, str, str]]]:
-        """The facts after event rowid `upto` (of `kinds`), a page at a time."""
+        """The facts after event rowid `upto` (of `kinds`), a page at a time (in a format-2 log,
+        the first fact of each row after row id `upto`: the others have no text to search)."""
         where = f" AND kind IN ({', '.join('?' * len(kinds))})" if kinds is not None else ""
-        while True:
-            page = self._rows(
-                "SELECT rowid, run_id, seq, kind, payload FROM events WHERE rowid > ?"
-                f"{where} ORDER BY rowid LIMIT ?",
-                (upto, *(kinds or ()), size),
+        sql = (
+            "SELECT rowid, run_id, seq, kind, payload FROM events WHERE rowid > ?"
+            f"{where} ORDER BY rowid LIMIT ?"
+        )
+        if self._format == 2:
+            where = f" AND k.name IN ({', '.join('?' * len(kinds))})" if kinds is not None else ""
+            sql = (
+                "SELECT f.id, r.run_id, f.seq, k.name, f.payload FROM facts f JOIN runs r "
+                "ON r.key = f.run JOIN names k ON k.code = f.kind WHERE f.id > ?"
+                f"{where} ORDER BY f.id LIMIT ?"
             )
+        while True:
+            page = self._rows(sql, (upto, *(kinds or ()), size))
             if not page:
                 return
             upto = page[-1][0]
@@ -505,8 +593,9 @@ class SQLiteEventStore:
         """Index the next `batch` facts not indexed: how many (0 when another store did it
         first), None when every fact is."""
         upto = self._rows("SELECT upto FROM events_indexed")[0][0]
+        table = "facts" if self._format == 2 else "events"
         page = self._rows(
-            "SELECT rowid, payload FROM events WHERE rowid > ? ORDER BY rowid LIMIT ?",
+            f"SELECT rowid, payload FROM {table} WHERE rowid > ? ORDER BY rowid LIMIT ?",
             (upto, batch),
         )
         if not page:
@@ -529,14 +618,17 @@ class SQLiteEventStore:
     def unindexed(self) -> int:
         """How many facts the full-text index does not hold yet (appended since the last
         search by a store that could write, or logged before the index)."""
+        table = "facts" if self._format == 2 else "events"
         if "events_words" not in self._tables():
-            return int(self._rows("SELECT COUNT(*) FROM events")[0][0])
+            return int(self._rows(f"SELECT COUNT(*) FROM {table}")[0][0])
         upto = self._rows("SELECT upto FROM events_indexed")[0][0]
-        return int(self._rows("SELECT COUNT(*) FROM events WHERE rowid > ?", (upto,))[0][0])
+        return int(self._rows(f"SELECT COUNT(*) FROM {table} WHERE rowid > ?", (upto,))[0][0])
 
     def events_of(self, kinds: Sequence[str], *, since: float | None = None) -> list[StoredEvent]:
         """Every event of these kinds, of any run, recorded at or after `since` (one pass over
         the log, for counts across runs such as `agentsm stats`)."""
+        if self._format == 2:
+            return self._events_of2(kinds, since)
         hashes = "hash" if self._hashed() else "NULL"
         sql = (
             f"SELECT run_id, seq, kind, payload, meta, recorded_at, version, {hashes} FROM events "
@@ -550,6 +642,29 @@ class SQLiteEventStore:
             StoredEvent(r[0], r[1], r[2], r[3], json.loads(r[4]), r[5], r[6], r[7])
             for r in self._rows(sql, args)
         ]
+
+    def _events_of2(self, kinds: Sequence[str], since: float | None) -> list[StoredEvent]:
+        """`events_of` in a format-2 log (a hash its row does not keep is None here)."""
+        codes = [self._names.codes[k] for k in kinds if k in self._names.codes]
+        if not codes:
+            return []
+        sql = (
+            f"SELECT r.run_id, {', '.join('f.' + c for c in FORMAT2_COLUMNS.split(', '))} "
+            f"FROM facts f JOIN runs r ON r.key = f.run WHERE (f.kind IN "
+            f"({', '.join('?' * len(codes))}) OR f.more IS NOT NULL)"
+        )
+        args: tuple[Any, ...] = tuple(codes)
+        if since is not None:
+            sql += " AND f.at >= ?"
+            args += (since,)
+        wanted = set(kinds)
+        found: list[StoredEvent] = []
+        for row in self._rows(sql + " ORDER BY f.id", args):
+            facts = [f for f in unpack([row[1:]], self._name) if f[1] in wanted]
+            if since is not None:
+                facts = [f for f in facts if f[5] >= since]
+            found += stored_events(row[0], [f[:6] + (f[6] or None,) for f in facts])
+        return found
 
     def _tables(self) -> set[str]:
         return {r[0] for r in self._rows("SELECT name FROM sqlite_master WHERE type = 'table'")}
@@ -594,8 +709,9 @@ class SQLiteEventStore:
         """Append `events` after `expected_seq` in one transaction (with the run's `status` and
         `summary` when given); returns the new last seq. `durable`: an effect follows, so with
         `durability="full"` the commit is synced to disk."""
-        write = self._append_write(run_id, expected_seq, events, status, summary)
+        write, naming = self._append_write(run_id, expected_seq, events, status, summary)
         last = int(self._transaction(write, f"append to run {run_id!r}", durable=durable))
+        self._keep(naming)
         self._handed_back(run_id, status)
         return last
 
@@ -613,12 +729,13 @@ class SQLiteEventStore:
         that the commits of concurrent runs share transactions."""
         import asyncio
 
-        write = self._append_write(run_id, expected_seq, events, status, summary)
+        write, naming = self._append_write(run_id, expected_seq, events, status, summary)
         try:
             last = int(await self._committed(write, f"append to run {run_id!r}", durable))
         except asyncio.CancelledError:  # raised only once the append is known to be done
             self._handed_back(run_id, status)
             raise
+        self._keep(naming)
         self._handed_back(run_id, status)
         return last
 
@@ -662,11 +779,13 @@ class SQLiteEventStore:
         events: Sequence[NewEvent],
         status: str | None,
         summary: RunSummary | None,
-    ) -> Callable[[sqlite3.Connection], int]:
-        """The write of one append (see `append`), returning the new last seq."""
+    ) -> tuple[Callable[[sqlite3.Connection], int], Naming]:
+        """The write of one append (see `append`), returning the new last seq, and the names it
+        gives codes to (kept once it committed)."""
         last = expected_seq + len(events)
         in_batch = self._batch_owner == threading.get_ident()
         token = self._tokens.for_write(run_id)  # a lost run: refused here, before the database
+        naming = self._naming(events)
 
         def write(conn: sqlite3.Connection) -> int:
             now = events[-1].recorded_at if events else time.time()
@@ -681,10 +800,12 @@ class SQLiteEventStore:
                 sql += ", " + _SUMMARY_SET
                 params += _summary_row(summary)
             moved = conn.execute(
-                sql + " WHERE run_id = ? AND last_seq = ? AND driver_token IS ?",
+                sql
+                + " WHERE run_id = ? AND last_seq = ? AND driver_token IS ? RETURNING "
+                + ("key" if self._format == 2 else "NULL"),
                 (*params, run_id, expected_seq, token),
-            ).rowcount
-            if moved == 0:
+            ).fetchone()
+            if moved is None:
                 row = conn.execute(
                     "SELECT last_seq, driver_token, driver_host, driver_pid FROM runs "
                     "WHERE run_id = ?",
@@ -704,7 +825,7 @@ class SQLiteEventStore:
                     "writer appended first. Nothing was written; reload the run."
                 )
             try:
-                _insert(conn, run_id, expected_seq, events)
+                self._insert(conn, run_id, expected_seq, events, naming.codes(conn), moved[0])
             except sqlite3.IntegrityError as e:
                 raise ConcurrencyError(
                     f"Another writer appended to run {run_id!r} at seq {expected_seq + 1} "
@@ -712,7 +833,43 @@ class SQLiteEventStore:
                 ) from e
             return last
 
-        return write
+        return write, naming
+
+    def _keep(self, naming: Naming) -> None:
+        """Keep the codes a committed write gave (not inside a `batch`, which may still roll
+        back: the next write looks them up again)."""
+        if naming.added and self._batch_owner != threading.get_ident():
+            self._names.keep(naming.added)
+
+    def _naming(self, events: Sequence[NewEvent]) -> Naming:
+        """The codes `events` need in a format-2 log (none in a format-1 one)."""
+        if self._format != 2 or not events:
+            return Naming(self._names, [])
+        return Naming(self._names, self._names.missing(names_of(events)))
+
+    def _insert(
+        self,
+        conn: sqlite3.Connection,
+        run_id: str,
+        after: int,
+        events: Sequence[NewEvent],
+        codes: dict[str, int],
+        key: int | None = None,
+    ) -> None:
+        """Insert events after seq `after` in the log's format, their hashes chained (`key`:
+        the run's, in a format-2 log, if the caller read it)."""
+        if self._format == 2:
+            if key is None:
+                key = conn.execute("SELECT key FROM runs WHERE run_id = ?", (run_id,)).fetchone()[0]
+            insert_rows(conn, run_id, key, after, events, codes)
+        else:
+            _insert(conn, run_id, after, events)
+        blobs = [(b.digest, b.media_type, b.data, b.size) for e in events for b in e.blobs]
+        if blobs:  # stored once: a blob the log holds already is left as it is
+            conn.executemany(
+                "INSERT OR IGNORE INTO blobs (digest, media_type, bytes, size) VALUES (?, ?, ?, ?)",
+                blobs,
+            )
 
     # -- the inbox: messages to a run from outside ---------------------------------------------
 
@@ -1000,6 +1157,8 @@ class SQLiteEventStore:
 
     def read(self, run_id: str, *, after: int = 0, upto: int | None = None) -> list[StoredEvent]:
         """The run's events with `after < seq <= upto`, in order."""
+        if self._format == 2:
+            return self._read2(run_id, after, upto)
         hashes = "hash" if self._hashed() else "NULL"
         sql = (
             f"SELECT run_id, seq, kind, payload, meta, recorded_at, version, {hashes} "
@@ -1031,6 +1190,11 @@ class SQLiteEventStore:
         return self._bare(run_id, after, upto, ", hash" if self._hashed() else ", NULL")
 
     def _bare(self, run_id: str, after: int, upto: int | None, more: str) -> list[Any]:
+        if self._format == 2:
+            rows = self._facts(run_id, after, upto)[0]
+            if more:  # a chained read takes whole rows: a row's last hash covers the others
+                return [r for r in rows if r[0] > after]
+            return [r[:6] for r in rows if r[0] > after and (upto is None or r[0] <= upto)]
         sql = (
             f"SELECT seq, kind, version, payload, meta, recorded_at{more} FROM events "
             "WHERE run_id = ? AND seq > ?"
@@ -1043,6 +1207,73 @@ class SQLiteEventStore:
         if not rows and after == 0:
             self.run(run_id)
         return rows
+
+    def _key(self, run_id: str) -> int | None:
+        """The run's key in a format-2 log (None: no such run)."""
+        rows = self._rows("SELECT key FROM runs WHERE run_id = ?", (run_id,))
+        return int(rows[0][0]) if rows else None
+
+    def _name(self, code: int) -> str:
+        """The kind or state a code of a format-2 log stands for."""
+        found = self._names.names.get(code)
+        if found is None:
+            with self._lock:
+                self._names.load(self._conn)
+            found = self._names.names[code]
+        return found
+
+    def _facts(
+        self, run_id: str, after: int, upto: int | None, *, from_kept: bool = False
+    ) -> tuple[list[Row], str]:
+        """The facts of the rows of a format-2 log that hold seqs `after < seq <= upto`, whole
+        rows, on to the next row that keeps its hash (so that a check reaches one), and the
+        hash of the fact before the first. `from_kept`: begin after the last row before
+        `after + 1` that keeps its hash, that hash the one before (a reader that computes every
+        hash); else at the row that holds `after + 1`, and the hash before is not known ("")."""
+        key = self._key(run_id)
+        if key is None:
+            raise self._unknown(run_id)
+        start = (
+            "seq >= COALESCE((SELECT seq FROM facts WHERE run = ? AND seq <= ? "
+            "ORDER BY seq DESC LIMIT 1), 0)"
+        )
+        args: tuple[Any, ...] = (key, key, after + 1)
+        before = ""
+        if from_kept and after > 0:
+            kept = self._rows(
+                "SELECT last, hash FROM facts WHERE run = ? AND last <= ? AND hash IS NOT NULL "
+                "AND seq <= ? ORDER BY seq DESC LIMIT 1",
+                (key, after, after),
+            )
+            if kept:
+                args = (key, kept[0][0])
+                start = "seq > ?"
+                before = hash_text(kept[0][1]) or GENESIS
+            else:
+                args = (key, 0)
+                start = "seq > ?"
+        elif from_kept:
+            before = GENESIS
+        sql = f"SELECT {FORMAT2_COLUMNS} FROM facts WHERE run = ? AND {start}"
+        if upto is not None:
+            sql += (
+                " AND seq <= COALESCE((SELECT seq FROM facts WHERE run = ? AND hash IS NOT NULL "
+                "AND seq >= COALESCE((SELECT seq FROM facts WHERE run = ? AND seq <= ? "
+                "ORDER BY seq DESC LIMIT 1), 0) ORDER BY seq LIMIT 1), ?)"
+            )
+            args += (key, key, upto, upto)
+        return unpack(self._rows(sql + " ORDER BY seq", args), self._name), before
+
+    def _read2(self, run_id: str, after: int, upto: int | None) -> list[StoredEvent]:
+        """`read` of a format-2 log: every event with its hash (those a row does not keep
+        computed from the ones before)."""
+        rows, previous = self._facts(run_id, after, upto, from_kept=True)
+        wanted = [
+            r
+            for r in hashed(rows, run_id, previous)
+            if r[0] > after and (upto is None or r[0] <= upto)
+        ]
+        return stored_events(run_id, wanted)
 
     def _run_columns(self) -> str:
         """The catalog columns a `RunRecord` reads, with its driver and summary where the log
@@ -1107,6 +1338,14 @@ class SQLiteEventStore:
             )
             found.update((r[0], Blob(r[0], r[1], bytes(r[2]))) for r in rows)
         return found
+
+    def compact(self) -> None:
+        """Give the file back the space of what was dropped (`VACUUM`; after `upgrade`)."""
+        with self._lock:
+            try:
+                self._conn.execute("VACUUM")
+            except sqlite3.DatabaseError as e:
+                raise self._unusable(e) from e
 
     def backup(self, dest: str | Path) -> None:
         """Copy the whole log, as one consistent snapshot, into the new file `dest` with SQLite's
@@ -1190,7 +1429,8 @@ def _renew_leases(
 
 
 def _insert(conn: sqlite3.Connection, run_id: str, after: int, events: Sequence[NewEvent]) -> None:
-    """Insert events after seq `after`, each with its hash chained to the one before."""
+    """Insert events after seq `after` in format 1, each with its hash chained to the one
+    before."""
     row = conn.execute(
         "SELECT hash FROM events WHERE run_id = ? AND seq = ?", (run_id, after)
     ).fetchone()
@@ -1204,12 +1444,6 @@ def _insert(conn: sqlite3.Connection, run_id: str, after: int, events: Sequence[
         "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
         rows,
     )
-    blobs = [(b.digest, b.media_type, b.data, b.size) for e in events for b in e.blobs]
-    if blobs:  # stored once: a blob the log holds already is left as it is
-        conn.executemany(
-            "INSERT OR IGNORE INTO blobs (digest, media_type, bytes, size) VALUES (?, ?, ?, ?)",
-            blobs,
-        )
 
 
 def _summary_row(summary: RunSummary) -> tuple[Any, ...]:

@@ -84,6 +84,12 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "replay.cli_inspect:memory",
         "A run's memory and state at a sequence number, rebuilt by folding its log up to it.",
     ),
+    "migrate": (
+        "replay.cli_migrate:migrate_command",
+        "Bring a log of format 1 (one row per fact, as releases up to 0.3 write it) to log "
+        "format 2 (facts packed into few, narrow rows): a copy is made first, then the log is "
+        "converted in one transaction, every run's hash chain checked, and the file compacted.",
+    ),
     "modify": ("replay.cli_change:modify", "Approve a waiting call with other arguments."),
     "otel": (
         "replay.cli_otel:otel_command",

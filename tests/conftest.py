@@ -34,6 +34,13 @@ from .stores import close_opened
 load_profile()  # $AGENTSM_HYPOTHESIS_PROFILE: agentsm-fast (default) or agentsm-thorough
 
 
+@pytest.fixture
+def format1_logs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """New SQLite logs are made in format 1 (one row per fact), as earlier releases made them:
+    for the tests that edit those rows with SQL, or check format 1's own schema."""
+    monkeypatch.setattr("eventstore.sqlite.NEW_LOG_FORMAT", 1)
+
+
 @pytest.fixture(autouse=True)
 def _no_network(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Refuse connections to anything but the loopback interface."""

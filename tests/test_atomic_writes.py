@@ -24,11 +24,12 @@ def commits_fail(store: SQLiteEventStore) -> Iterator[None]:
     """Make every COMMIT that inserted events fail in SQLite itself: each inserted event also
     inserts a row breaking a deferred foreign key, which SQLite checks only at COMMIT."""
     conn = store._conn
+    table = "facts" if store.log_format == 2 else "events"
     conn.executescript(
         "PRAGMA foreign_keys = ON;"
         "CREATE TEMP TABLE parent (id INTEGER PRIMARY KEY);"
         "CREATE TEMP TABLE child (p INTEGER REFERENCES parent(id) DEFERRABLE INITIALLY DEFERRED);"
-        "CREATE TEMP TRIGGER poison AFTER INSERT ON main.events BEGIN "
+        f"CREATE TEMP TRIGGER poison AFTER INSERT ON main.{table} BEGIN "
         "INSERT INTO child VALUES (NEW.seq); END;"
     )
     try:

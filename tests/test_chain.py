@@ -25,6 +25,8 @@ from replay import (
 )
 from replay.cli import main
 
+pytestmark = pytest.mark.usefixtures("format1_logs")  # these tests edit format 1's rows
+
 LONG = "The answer, which is long enough to be accepted."
 FORGED = "A forged answer, which is long enough to pass."
 LEGACY = Path(__file__).parent / "fixtures" / "legacy" / "legacy-0.1.0.db"

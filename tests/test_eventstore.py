@@ -24,7 +24,9 @@ from eventstore import (
     StoreError,
     UnknownRun,
 )
-from eventstore.migrations import MIGRATIONS, migrate
+from eventstore.migrations import FORMAT1, MIGRATIONS, migrate
+
+pytestmark = pytest.mark.usefixtures("format1_logs")  # these tests edit format 1's rows
 
 
 @pytest.fixture(params=["memory", "file"])
@@ -127,7 +129,7 @@ def test_an_older_log_is_migrated_on_open_in_one_transaction(tmp_path: Path) -> 
     plain.commit()
     plain.close()
     with SQLiteEventStore(path, create=False) as s:
-        assert s._conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        assert s._conn.execute("PRAGMA user_version").fetchone()[0] == FORMAT1  # not format 2
         with pytest.raises(sqlite3.IntegrityError, match="append-only"):
             s._conn.execute(
                 f"INSERT OR REPLACE INTO {EVENTS} VALUES ('r', 1, 'X', '{{}}', '{{}}', 0, 1)"
@@ -222,11 +224,11 @@ def test_schema_version_and_migrations_table(tmp_path: Path) -> None:
     path = tmp_path / "log.db"
     SQLiteEventStore(path).close()
     conn = sqlite3.connect(path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == FORMAT1
     cols = [r[1] for r in conn.execute("PRAGMA table_info(events)")]
     assert cols == ["run_id", "seq", "kind", "payload", "meta", "recorded_at", "version", "hash"]
     assert conn.execute("SELECT version, name FROM eventstore_migrations").fetchall() == [
-        (version, name) for version, name, _ in MIGRATIONS
+        (version, name) for version, name, _ in MIGRATIONS if version <= FORMAT1
     ]
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
     conn.commit()

@@ -37,11 +37,32 @@ BUILDERS: dict[str, Callable[[str], AgentBuilder]] = {
 """The runs whose agent has code a recorded definition cannot stand for: replayed with it."""
 
 
-@pytest.fixture
-def log(tmp_path: Path) -> Path:
-    """A copy of the format-1 log: opening it may migrate it, and the fixture stays as written."""
-    db = tmp_path / "format1.db"
+@pytest.fixture(scope="module")
+def migrated(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The format-1 log brought to log format 2 by `agentsm migrate` (once per module)."""
+    db = tmp_path_factory.mktemp("migrated") / "format2.db"
     shutil.copy(LOG, db)
+    backup = db.parent / "before.db"
+    assert main(["--db", str(db), "migrate", "--backup", str(backup)]) == 0
+    with SQLiteEventStore(backup, read_only=True) as before:  # the copy made first: as it was
+        assert before.log_format == 1
+        assert [(r.run_id, before.verify(r.run_id).head) for r in before.runs()] == [
+            (run_id, expected["head"]) for run_id, expected in EXPECTED.items()
+        ]
+    with SQLiteEventStore(db, create=False) as store:
+        assert store.log_format == 2
+    return db
+
+
+@pytest.fixture(params=["as recorded", "migrated to format 2"])
+def log(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
+    """A copy of the format-1 log, as recorded or migrated (opening it must not migrate it to
+    format 2 unasked, and the fixture stays as written)."""
+    db = tmp_path / "format1.db"
+    shutil.copy(LOG if request.param == "as recorded" else request.getfixturevalue("migrated"), db)
+    if request.param == "as recorded":
+        with SQLiteEventStore(db) as store:  # opened to write, as a user's tool would
+            assert store.log_format == 1
     return db
 
 

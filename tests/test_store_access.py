@@ -171,7 +171,7 @@ def sync_level_at_each_commit(statements: list[str]) -> list[str]:
     for sql in statements:
         if sql.startswith("PRAGMA synchronous"):
             level = sql.rsplit("=", 1)[1].strip()
-        elif sql.startswith("INSERT INTO events"):
+        elif sql.startswith(("INSERT INTO events", "INSERT INTO facts")):
             facts = True
         elif sql == "COMMIT" and facts:
             levels.append(level)

@@ -247,9 +247,9 @@ def test_a_turn_changed_after_it_was_recorded_is_409_with_the_message(log: Path)
     conn = sqlite3.connect(log)
     for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'"):
         conn.execute(f"DROP TRIGGER {name}")
-    conn.execute(
-        "UPDATE events SET payload = replace(payload, 'Answer 2 to', 'Forged 2 to') "
-        "WHERE run_id = 'trip-2'"
+    conn.execute(  # the log is in format 2: the facts table, the run by its key
+        "UPDATE facts SET payload = replace(payload, 'Answer 2 to', 'Forged 2 to') "
+        "WHERE run = (SELECT key FROM runs WHERE run_id = 'trip-2')"
     )
     conn.commit()
     conn.close()

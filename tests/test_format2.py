@@ -1,0 +1,262 @@
+"""Log format 2 (eventstore.sqlite_format2): a new SQLite log packs a run's facts into few,
+narrow rows (at most five a plan-act step), reads every fact back exactly as it was written,
+keeps format 1's hash chain (so a change anywhere is found), and a log of format 1 is converted
+only when asked (`upgrade`, `agentsm migrate`)."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from agentsm import (
+    AgentBuilder,
+    AgentConfig,
+    LlmResponse,
+    MockLlmCaller,
+    ToolCall,
+    Trace,
+    tool,
+)
+from agentsm.memory import fold_with_state
+from eventstore import LogTampered, NewEvent, SQLiteEventStore, StoreError
+from eventstore.migrations import FORMAT1, LATEST
+from eventstore.reading import read_checked
+from replay import Recording, replay_run
+from replay.cli import main
+
+LONG = "The answer, which is long enough to be accepted: Paris."
+LEGACY = Path(__file__).parent / "fixtures" / "legacy" / "legacy-0.1.0.db"
+
+
+@tool
+def lookup(city: str) -> str:
+    """Look a city up."""
+    return f"{city} is a capital with many museums"
+
+
+def record(store: SQLiteEventStore, run_id: str = "r", steps: int = 4) -> None:
+    """A run of `steps` plan-act steps (one tool call each, the last two in parallel), then
+    an answer."""
+    script = [LlmResponse.tool_call("lookup", {"city": f"c{n}"}) for n in range(steps - 1)]
+    script.append(
+        LlmResponse.tool_calls(
+            [ToolCall(name="lookup", args={"city": c}, id=f"p{c}") for c in ("Lyon", "Nice")]
+        )
+    )
+    config = AgentConfig(reflect_every_n_steps=0, max_steps=steps + 2)
+    builder = AgentBuilder("Find the capital").llm(
+        MockLlmCaller([*script, LlmResponse.final_answer(LONG)])
+    )
+    builder.tool(lookup).config(config).store(store).run_id(run_id).build().run()
+
+
+def tamper(db: Path, *statements: str) -> None:
+    """Edit the log as someone with write access would: triggers dropped first."""
+    conn = sqlite3.connect(db)
+    for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'"):
+        conn.execute(f"DROP TRIGGER {name}")
+    for sql in statements:
+        conn.execute(sql)
+    conn.commit()
+    conn.close()
+
+
+def test_a_new_log_is_format_2_and_a_plan_act_step_writes_at_most_five_rows(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "log.db"
+    with SQLiteEventStore(db) as store:
+        assert store.log_format == 2
+        record(store, steps=8)
+        facts = store.read("r")
+        assert store.verify("r").ok and replay_run(store, "r").identical
+    conn = sqlite3.connect(db)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == LATEST
+    per_step = dict(conn.execute("SELECT step, COUNT(*) FROM facts GROUP BY step").fetchall())
+    steps = sorted(step for step in per_step if 1 < step < 8)  # whole plan-act steps
+    assert steps and all(per_step[step] <= 5 for step in steps), per_step
+    assert sum(per_step.values()) < len(facts) / 1.8  # about ten facts a step, five rows
+    kept = conn.execute("SELECT COUNT(*) FROM facts WHERE hash IS NOT NULL").fetchone()[0]
+    assert kept < sum(per_step.values())  # a row inside an append keeps no hash
+
+
+def test_every_fact_reads_back_as_written_from_any_point(tmp_path: Path) -> None:
+    with SQLiteEventStore(tmp_path / "log.db") as store:
+        record(store)
+        full = store.read("r")
+        assert [e.seq for e in full] == list(range(1, len(full) + 1))
+        assert store.verify("r").head == full[-1].hash
+        rows = [(e.seq, e.kind, e.version, e.payload, e.meta, e.recorded_at) for e in full]
+        for after in range(len(full)):
+            for upto in range(after + 1, len(full) + 1, 3):
+                assert store.read("r", after=after, upto=upto) == full[after:upto]
+                bare = store.read_payloads("r", after=after, upto=upto)
+                assert [r[:4] + r[5:] for r in bare] == [r[:4] + r[5:] for r in rows[after:upto]]
+                previous = full[after - 1].hash if after else ""
+                checked = list(
+                    read_checked(store, "r", after=after, previous=previous or "", upto=upto)
+                )
+                assert [c[0] for c in checked] == list(range(after + 1, upto + 1))
+
+
+def test_both_formats_give_the_same_facts_the_same_hashes(tmp_path: Path) -> None:
+    events = [
+        NewEvent("RunStarted", '{"task":"t"}', '{"state":"Idle","step":0}', 1.5),
+        NewEvent(
+            "Transitioned",
+            '{"event":"Start","to_state":"Planning"}',
+            '{"state":"Idle","step":0}',
+            1.5,
+            rides=True,
+        ),
+        NewEvent("StepStarted", '{"step":1}', '{"state":"Planning","step":1}', 1.5, rides=True),
+        NewEvent(
+            "LlmRequested",
+            '{"purpose":"plan","é":"ü \\u2028"}',
+            '{"state":"Planning","step":1,"metrics":{"ms":2}}',
+            2.25,
+        ),
+        NewEvent("Odd", '{"a": 1,  "b":[1.0, 2]}', "{}", 3.0, version=3, rides=True),
+        NewEvent("Plain", '"just text"', '{"custom":true,"state":"X","step":1}', 4.0, rides=True),
+    ]
+    stores = [SQLiteEventStore(tmp_path / f"f{n}.db", log_format=n) for n in (1, 2)]
+    for store in stores:
+        store.create_run("r", "t", events=events[:2])
+        store.append("r", 2, events[2:])
+        assert store.verify("r").ok
+    one, two = (s.read("r") for s in stores)
+    assert one == two
+    assert [e.payload for e in two] == [e.payload for e in events]
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        "UPDATE facts SET more = replace(more, '\"step\":1', '\"step\":2')",  # a rider's payload
+        "UPDATE facts SET payload = replace(payload, 'Paris', 'Rome')",  # the answer
+        "UPDATE facts SET at = at + 1 WHERE seq = 5",  # a recording time
+        "UPDATE facts SET meta = NULL WHERE meta IS NOT NULL AND seq > 4",  # measurements
+        "UPDATE facts SET step = step + 1 WHERE seq = 9",  # an envelope
+        "DELETE FROM facts WHERE seq = (SELECT MAX(seq) FROM facts)",  # the last row
+        "UPDATE facts SET more = NULL WHERE seq = 2",  # riders dropped
+    ],
+)
+def test_a_change_to_any_fact_of_a_row_is_found(tmp_path: Path, edit: str) -> None:
+    db = tmp_path / "log.db"
+    with SQLiteEventStore(db) as store:
+        record(store)
+    tamper(db, edit)
+    with SQLiteEventStore(db) as store:
+        assert not store.verify("r").ok
+        with pytest.raises(LogTampered, match="Run r's log was changed after it was recorded"):
+            Trace.load(store, "r")
+        with pytest.raises(LogTampered):
+            replay_run(store, "r")
+
+
+def test_the_database_refuses_to_change_or_misplace_a_row(tmp_path: Path) -> None:
+    db = tmp_path / "log.db"
+    with SQLiteEventStore(db) as store:
+        record(store)
+    conn = sqlite3.connect(db)
+    for sql in (
+        "UPDATE facts SET payload = '{}' WHERE seq = 1",
+        "DELETE FROM facts WHERE seq = 1",
+        "INSERT INTO facts (run, seq, last, kind, payload, at) VALUES (1, 3, 3, 1, '{}', 0)",
+        "INSERT INTO facts (run, seq, last, kind, payload, at) VALUES (99, 1, 1, 1, '{}', 0)",
+        "UPDATE runs SET key = 7",
+        "DELETE FROM runs",
+    ):
+        with pytest.raises(sqlite3.DatabaseError):
+            conn.execute(sql)
+    conn.close()
+
+
+def test_a_format1_log_is_converted_only_when_asked_and_then_reads_and_goes_on(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "log.db"
+    with SQLiteEventStore(db, log_format=1) as store:
+        record(store, "old")
+        head = store.verify("old").head
+    with SQLiteEventStore(db) as store:  # opened to write by this release: left in format 1
+        assert store.log_format == 1
+        record(store, "also-old")
+    conn = sqlite3.connect(db)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == FORMAT1
+    conn.close()
+    with SQLiteEventStore(db) as store:
+        assert store.upgrade() == 2 and store.log_format == 2
+        assert store.verify("old").head == head
+        assert replay_run(store, "old").identical and replay_run(store, "also-old").identical
+        last = store.run("old").last_seq
+        store.append(
+            "old", last, [NewEvent("Note", '{"n":1}'), NewEvent("Note", '{"n":2}', rides=True)]
+        )
+        assert store.verify("old").ok and len(store.read("old")) == last + 2
+        record(store, "new")
+        assert store.verify("new").ok
+
+
+def test_a_log_of_the_first_release_upgrades_and_replays_identical(tmp_path: Path) -> None:
+    db = tmp_path / "legacy.db"
+    shutil.copy(LEGACY, db)
+    with SQLiteEventStore(db) as store:
+        before = {
+            r.run_id: fold_with_state(e.fact for e in Recording.load(store, r.run_id).entries)
+            for r in store.runs()
+        }
+        store.upgrade()
+        for run_id, (memory, state) in before.items():
+            assert store.verify(run_id).ok
+            again = fold_with_state(e.fact for e in Recording.load(store, run_id).entries)
+            assert again == (memory, state)
+            assert replay_run(store, run_id).identical
+
+
+def test_sql_readers_see_one_row_per_fact_and_search_finds_words(tmp_path: Path) -> None:
+    db = tmp_path / "log.db"
+    with SQLiteEventStore(db) as store:
+        record(store)
+        facts = store.read("r")
+        found = store.search("museums Lyon")
+    conn = sqlite3.connect(db)
+    rows = conn.execute("SELECT run_id, seq, kind, payload FROM events ORDER BY seq").fetchall()
+    assert rows == [("r", e.seq, e.kind, e.payload) for e in facts]
+    assert found and found[0][0] == "r" and found[0][2] == "ToolExecuted"
+    assert "[museums]" in found[0][3] and "[Lyon]" in found[0][3]
+
+
+def test_agentsm_migrate_backs_up_converts_and_says_when_there_is_nothing_to_do(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "log.db"
+    with SQLiteEventStore(db, log_format=1) as store:
+        record(store)
+    assert main(["--db", str(db), "migrate", "--backup", str(tmp_path / "copy.db")]) == 0
+    said = capsys.readouterr().out
+    assert "backed up" in said and "migrated" in said and "1 run, every hash chain intact" in said
+    with SQLiteEventStore(tmp_path / "copy.db", read_only=True) as copy:
+        assert copy.log_format == 1 and copy.verify("r").ok
+    with SQLiteEventStore(db, create=False) as store:
+        assert store.log_format == 2 and replay_run(store, "r").identical
+    assert main(["--db", str(db), "migrate"]) == 0
+    assert "log format 2 already" in capsys.readouterr().out
+    assert main(["--db", str(tmp_path / "none.db"), "migrate"]) == 2
+    assert "No log at" in capsys.readouterr().err
+    assert main(["--db", "postgresql://u@127.0.0.1:1/x", "migrate"]) == 2
+    assert "PostgreSQL" in capsys.readouterr().err
+
+
+def test_a_read_only_store_cannot_upgrade(tmp_path: Path) -> None:
+    db = tmp_path / "log.db"
+    with SQLiteEventStore(db, log_format=1) as store:
+        record(store)
+    with (
+        SQLiteEventStore(db, read_only=True) as store,
+        pytest.raises(StoreError, match="read-only"),
+    ):
+        store.upgrade()
