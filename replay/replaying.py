@@ -34,6 +34,7 @@ from .effects import (
     RecordedValues,
     ReplayDiverged,
     ReplayedCrash,
+    _same_call,
 )
 from .hooked import RecordedHooks
 from .judging import replay_judgement
@@ -131,7 +132,7 @@ def _replay(
     agent.messages(RecordedMessages(recording.heard))  # steered and stopped where recorded
     agent.hook_effects(RecordedHooks(recording.entries))  # guards and hooks: what they did
     live = agent.build().run_tool if execute_tools else None
-    effects = _as_the_agent_would(recording.tool_effects, definition, agent)
+    effects = _as_the_agent_would(_pins_inherited(store, recording), definition, agent)
     agent.tool_runner(RecordedTools(effects, live, strict=True, execute=execute_tools))
     agent.patches(recording.patches.__contains__)  # old runs replay their old code paths
     agent.values(RecordedValues([d for _, d in recording.draws], strict=True))
@@ -200,6 +201,34 @@ def _child_builder(parent: AgentBuilder, store: EventStore, child_id: str) -> Bu
         return child
 
     return build
+
+
+def _pins_inherited(store: EventStore, recording: Recording) -> tuple[ToolEffect, ...]:
+    """The run's tool runs, a result its branch reused from the parent pinned where the
+    parent's was: a result a branch set, reused by a branch of that branch (the same call at the
+    same place), is not re-run under `execute_tools` either."""
+    effects = recording.tool_effects
+    marks = recording.of(f.RunBranched)
+    mark = marks[-1].fact if marks else None
+    if not isinstance(mark, f.RunBranched):
+        return effects
+    try:
+        parent = Recording.load(store, mark.parent_id)
+    except (UnknownRun, ValueError):
+        return effects  # the parent is not in this log: its pins are not known
+    before = parent.tool_runs_before(mark.parent_seq)
+    served = [  # what the branch was served from, by position (as `start_branch` made it)
+        e
+        for e in _pins_inherited(store, parent)[before:]
+        if e.outcome is not None and e.outcome.known
+    ]
+    first = sum(1 for e in effects if e.seq < marks[-1].seq)
+    pinned = list(effects)
+    for n, effect in enumerate(effects[first : first + len(served)]):
+        was = served[n]
+        if was.pinned and _same_call(was.call, effect.call) and was.outcome == effect.outcome:
+            pinned[first + n] = dataclasses.replace(effect, pinned=True)
+    return tuple(pinned)
 
 
 def _as_the_agent_would(

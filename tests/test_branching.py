@@ -258,3 +258,17 @@ def test_the_demos_branch_with_another_answer_stops_saying_why_or_goes_live(
     effects = [line.split()[0] for line in out.splitlines()[3:]]
     assert code == 0 and out.splitlines()[1].startswith("  done (state Done): ")
     assert effects[0] == "given" and set(effects[1:]) == {"live"}
+
+
+def test_a_result_a_branch_set_stays_set_in_a_branch_that_reuses_it(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    run_id = parent(db)
+    before_tool = seqs(db, run_id, "ToolCallStarted")[0] - 1
+    given = branch_run(db, run_id, before_tool, tool_result="Pune: 30 C", llm=Forecaster())
+    recorded, _ = memory_at(db, given.run_id, 2)
+    more_steps = recorded.config.model_copy(update={"max_steps": 4})
+    again = branch_run(db, given.run_id, 2, config=more_steps)  # reuses the result given
+    assert sources(again) == [("llm", "reused"), ("tool", "reused"), ("llm", "reused")]
+    assert again.answer == given.answer
+    report = replay_run(db, again.run_id, make_agent(), execute_tools=True)
+    assert report.identical  # the tool is not run for a result a branch set
