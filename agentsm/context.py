@@ -37,6 +37,7 @@ __all__ = [
     "AwaitingAnswer",
     "UNRECORDABLE",
     "ApprovalCallback",
+    "EffectDeclined",
     "RunContext",
     "Suspend",
     "ToolRunner",
@@ -49,6 +50,10 @@ ApprovalCallback = Callable[[ApprovalRequest], Any]
 directly or as an awaitable."""
 
 ToolRunner = Callable[[ToolCall], Awaitable[ToolOutcome]]
+"""Runs one call. A runner may also have `declines(calls, seq)`, asked before the calls of a
+batch are recorded as started (as the log holds them; `seq`: the first start's): an
+`EffectDeclined` it returns stops the run there (see `EffectDeclined`). So may an LLM caller,
+with `declines(request, seq)`, asked with the `LlmRequested` about to be recorded."""
 
 ValueSource = Callable[[f.DrawSource], float | str]
 """Where `ctx.now()`, `ctx.uuid()` and `ctx.random()` get their values: the clock, uuid4 and
@@ -77,6 +82,17 @@ class Suspend:
 
 
 SUSPEND = Suspend()
+
+
+class EffectDeclined(BaseException):  # noqa: N818 - it stops the run, it is not a failure
+    """What an effect's source returns from its `declines` check for a request it will not
+    serve (a branch that may not go live there): the run stops before the request is recorded,
+    so its log ends where nothing is under way, with status `status`, and is raised. A handler
+    that has committed nothing yet loses what it recorded, and runs again from its start when
+    the run is resumed; one that has keeps it all, as at any stop. A BaseException, so that no
+    handler takes it for a failed effect."""
+
+    status: str = "stopped"
 
 
 class AwaitingAnswer(BaseException):  # noqa: N818 - it suspends the run, it is not a failure
@@ -139,6 +155,7 @@ class RunContext:
         self._asked_from = asked_from  # where this state's questions start in memory.asked
         self._asks = 0  # questions this handler asked so far (`ask`)
         self._hooks = hooks or NO_HOOKS
+        self._begun = recorder.last, recorder.memory  # where this handler began (`_declined`)
 
     @property
     def memory(self) -> AgentMemory:
@@ -220,15 +237,17 @@ class RunContext:
         view = memory if memory is not None else self.memory
         registry = tools if tools is not None else self.tools
         model = self.select_model()
-        self.record(
-            f.LlmRequested(
-                purpose=purpose,
-                model=model,
-                messages_digest=view.messages_digest(),
-                tools=tuple(registry.names()),
-                tools_digest=registry.digest(),
-            )
+        request = f.LlmRequested(
+            purpose=purpose,
+            model=model,
+            messages_digest=view.messages_digest(),
+            tools=tuple(registry.names()),
+            tools_digest=registry.digest(),
         )
+        declines = getattr(self.llm, "declines", None)
+        if declines is not None:
+            await self._declined(declines(request, self._recorder.last + 1))
+        self.record(request)
         await self.commit()
         started = time.perf_counter()
         seconds, which = self._llm_time_left()
@@ -264,6 +283,18 @@ class RunContext:
         if stop is not None:
             raise stop  # the engine records RunAborted and stops: the run can be resumed
         return fact
+
+    async def _declined(self, refusal: EffectDeclined | None) -> None:
+        """Stop the run before an effect its source declined (`refusal`; None: go on): commit
+        what is recorded, but what this handler recorded when it has committed nothing yet
+        (it runs again from its start on resume), with the refusal's status, and raise it."""
+        if refusal is None:
+            return
+        begun, memory = self._begun
+        if self._recorder.seq <= begun:
+            self._recorder.discard(begun, memory)
+        await self._recorder.commit(status=refusal.status)
+        raise refusal
 
     def _llm_time_left(self) -> tuple[float | None, str]:
         """Seconds the next LLM call may take, and which deadline that is."""
@@ -417,13 +448,19 @@ class RunContext:
         return self._recorder.reveal(call, alike)
 
     async def _run_batch(self, calls: tuple[ToolCall, ...]) -> bool:
-        """Run calls at once; False if one was abandoned with its outcome unknown. A tool that
-        raised KeyboardInterrupt or SystemExit gets a failed result, and the exception is raised
-        again once the batch is recorded and committed; so is anything a tool runner raised,
-        its call left in flight (as a crash leaves it) and the other calls' results kept."""
+        """Run calls at once; False if one was abandoned with its outcome unknown. A batch
+        the tool runner declines (`declines`) stops the run before any of its calls starts. A
+        tool that raised KeyboardInterrupt or SystemExit gets a failed result, and the exception
+        is raised again once the batch is recorded and committed; so is anything a tool runner
+        raised, its call left in flight (as a crash leaves it) and the other calls' results
+        kept."""
         calls, given = await self._checked_calls(calls)
         if not calls:
             return True
+        declines = getattr(self._run_tool, "declines", None)
+        if declines is not None:
+            logged = tuple(self._recorder.as_recorded(call) for call in calls)
+            await self._declined(declines(logged, self._recorder.last + 1))
         places = [self._start(call) for call in calls]
         positions = [position for position, _ in places]
         await self.commit()

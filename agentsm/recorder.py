@@ -238,6 +238,21 @@ class Recorder:
         """The call with the real arguments its recorded (redacted) form stands for."""
         return self.redactor.reveal(call, ordinal) if self.redactor is not None else call
 
+    def discard(self, upto: int, memory: AgentMemory) -> None:
+        """Forget the facts recorded after seq `upto` and not committed yet, with memory back
+        to `memory` (as it was at `upto`): what a handler stopped before its first effect
+        recorded, which it records again when it runs again."""
+        keep = upto - self.seq
+        if not 0 <= keep <= len(self._pending):
+            raise ValueError(
+                f"Only facts recorded and not committed can be forgotten: seq {upto} is not "
+                f"between the last committed seq {self.seq} and the last recorded {self.last}."
+            )
+        for event in self._pending[keep:]:
+            self._stored.difference_update(blob.digest for blob in event.blobs)
+        del self._pending[keep:]
+        self.memory = memory
+
     @property
     def pending(self) -> int:
         """Facts recorded but not yet committed."""

@@ -6,7 +6,10 @@ messages (their digest) and tool set of the parent's n-th (`LlmRequested`), its 
 with the tool and arguments of the parent's n-th. An LLM given (`llm`) answers every LLM call
 from the point on; the builder's tools run a call that differs only with `live_tools`. Where
 neither may answer, the branch stops there, status "stopped" (`LiveNeeded`), and says what it
-would need: it never serves an answer that saw other inputs, nor makes a result up."""
+would need: it never serves an answer that saw other inputs, nor makes a result up. It stops
+before it records the request (each source `declines` it), so its log ends where nothing is
+under way, and resuming it makes the request afresh: no call is taken for one that was
+interrupted."""
 
 from __future__ import annotations
 
@@ -18,7 +21,7 @@ from typing import Any, Literal, NoReturn
 
 from agentsm import AgentMemory, LlmCaller, LlmResponse, ToolCall, ToolOutcome, ToolRegistry
 from agentsm import facts as f
-from agentsm.context import ToolRunner
+from agentsm.context import EffectDeclined, ToolRunner
 from agentsm.frozen import thaw
 from eventstore import EventStore, StoreError
 
@@ -62,7 +65,8 @@ class BranchEffect:
     `given` (the branch's change), `reused` (the result of the parent's same request, made at
     `parent_seq`), `live` (the LLM given, or the builder's tool), or `needed` (nothing allowed
     could answer: the branch stopped there). `seq` is the branch's fact that asked for it
-    (LlmRequested, ToolCallStarted); `why` says why a result was not reused."""
+    (LlmRequested, ToolCallStarted), for one needed the seq it will have: a branch stops
+    before it records the request; `why` says why a result was not reused."""
 
     kind: Kind
     seq: int
@@ -92,9 +96,10 @@ class BranchEffect:
         return asdict(self)
 
 
-class LiveNeeded(BaseException):  # noqa: N818 - it stops the branch, it is not a failure
-    """A branch reached an effect that nothing it was allowed could answer: it stops there
-    (status "stopped"). A BaseException, so no handler takes it for a failed effect."""
+class LiveNeeded(EffectDeclined):
+    """A branch reached an effect that nothing it was allowed could answer: it stops there,
+    before the request is recorded (status "stopped"). A BaseException, so no handler takes it
+    for a failed effect."""
 
     def __init__(self, effect: BranchEffect) -> None:
         super().__init__(effect.need())
@@ -113,8 +118,9 @@ class RecordedCall:
 
 class Sources:
     """Where each effect of a branch came from (`effects`, in order). An observer of the
-    branch's engine, so that each is named by the seq of the fact that asked for it; a stop
-    marks the run "stopped" while its engine still holds it, so no worker takes it up."""
+    branch's engine, so that each is named by the seq of the fact that asked for it. A request
+    declined (`need`) stops the run before it is recorded, with status "stopped" in the same
+    commit, so no worker takes it up; `stop` is for one recorded already."""
 
     def __init__(self, store: EventStore, run_id: str) -> None:
         self.effects: list[BranchEffect] = []
@@ -140,8 +146,15 @@ class Sources:
     def add(self, effect: BranchEffect) -> None:
         self.effects.append(effect)
 
+    def need(self, effects: Sequence[BranchEffect]) -> LiveNeeded | None:
+        """Note the needed effects of a request the branch declines, and what stops it there
+        (None: none is needed)."""
+        self.effects.extend(effects)
+        return LiveNeeded(effects[0]) if effects else None
+
     def stop(self, effect: BranchEffect) -> NoReturn:
-        """Record a needed effect, mark the run "stopped" and stop the engine there."""
+        """Record a needed effect whose request is recorded already (an effect asked for
+        without `declines`), mark the run "stopped" and stop the engine there."""
         self.effects.append(effect)
         try:
             self._store.set_status(self._run_id, "stopped")
@@ -190,20 +203,40 @@ class BranchLlm:
         self._live = live
         self.asked = 0
 
+    def _source(
+        self, position: int, asked: f.LlmRequested | None
+    ) -> tuple[Source, RecordedCall | None, str]:
+        """Where the answer to the `position`-th call, asking `asked`, comes from; the
+        parent's call it reuses; why it is given, or why the parent's is not reused."""
+        if position == 0 and self._given is not None:
+            return "given", None, "the answer given"
+        if self._live is not None:
+            return "live", None, ""
+        recorded = self._recorded[position] if position < len(self._recorded) else None
+        why = _request_differs(asked, recorded)
+        return ("needed" if recorded is None or why else "reused"), recorded, why
+
+    def declines(self, request: f.LlmRequested, seq: int) -> LiveNeeded | None:
+        """What stops the branch before it records `request` (at `seq`), where nothing it is
+        allowed may answer it; None where something may."""
+        source, _, why = self._source(self.asked, request)
+        what = f"LLM call ({request.purpose})"
+        needed = [BranchEffect("llm", seq, what, source, why=why)] if source == "needed" else []
+        return self._sources.need(needed)
+
     async def call(self, memory: AgentMemory, tools: ToolRegistry, model: str) -> LlmResponse:
         position = self.asked
         self.asked += 1
         seq, asked = self._sources.request()
         what = f"LLM call ({asked.purpose if asked is not None else 'unrecorded'})"
-        if position == 0 and self._given is not None:
-            self._sources.add(BranchEffect("llm", seq, what, "given", why="the answer given"))
+        source, recorded, why = self._source(position, asked)
+        if source == "given" and self._given is not None:
+            self._sources.add(BranchEffect("llm", seq, what, "given", why=why))
             return self._given
-        if self._live is not None:
+        if source == "live" and self._live is not None:
             self._sources.add(BranchEffect("llm", seq, what, "live"))
             return await self._live.call(memory, tools, model)
-        recorded = self._recorded[position] if position < len(self._recorded) else None
-        why = _request_differs(asked, recorded)
-        if recorded is None or why:
+        if recorded is None or source == "needed":
             self._sources.stop(BranchEffect("llm", seq, what, "needed", why=why))
         self._sources.add(BranchEffect("llm", seq, what, "reused", recorded.seq))
         if isinstance(recorded.outcome, f.LlmFailed):
@@ -241,24 +274,47 @@ class BranchTools:
         self._on_live = on_live
         self.ran = 0
 
-    async def __call__(self, call: ToolCall) -> ToolOutcome:
-        position = self.ran
-        self.ran += 1
-        seq, logged = self._sources.start(call)  # as the log holds it (redacted, as recorded)
-        what = call_text(logged)
+    def _source(self, position: int, logged: ToolCall) -> tuple[Source, ToolEffect | None, str]:
+        """Where the result of the `position`-th run, of `logged` (the call as the log holds
+        it), comes from; the parent's run it reuses; why it is given, or why the parent's
+        result is not reused."""
         if position == 0 and self._given is not None:
-            self._sources.add(BranchEffect("tool", seq, what, "given", why="the result given"))
-            return self._given
+            return "given", None, "the result given"
         recorded = self._recorded[position] if position < len(self._recorded) else None
-        same = recorded is not None and _same_call(recorded.call, logged)
-        if recorded is not None and same and recorded.outcome is not None:
-            self._sources.add(BranchEffect("tool", seq, what, "reused", recorded.seq))
-            return recorded.outcome
+        if recorded is not None and recorded.outcome is not None:
+            if _same_call(recorded.call, logged):
+                return "reused", recorded, ""
         why = (
             "the parent ran no tool there"
             if recorded is None
             else f"the parent ran {call_text(recorded.call)} there"
         )
+        return ("needed" if self._live is None else "live"), recorded, why
+
+    def declines(self, calls: Sequence[ToolCall], seq: int) -> LiveNeeded | None:
+        """What stops the branch before it records the start of `calls` (as the log holds
+        them, the first at `seq`), run together: a call that nothing it is allowed may serve
+        stops them all, none started, so that resuming the branch runs them as one step again;
+        None where each may be served."""
+        needed = []
+        for i, call in enumerate(calls):
+            source, _, why = self._source(self.ran + i, call)
+            if source == "needed":
+                needed.append(BranchEffect("tool", seq + i, call_text(call), source, why=why))
+        return self._sources.need(needed)
+
+    async def __call__(self, call: ToolCall) -> ToolOutcome:
+        position = self.ran
+        self.ran += 1
+        seq, logged = self._sources.start(call)  # as the log holds it (redacted, as recorded)
+        what = call_text(logged)
+        source, recorded, why = self._source(position, logged)
+        if source == "given" and self._given is not None:
+            self._sources.add(BranchEffect("tool", seq, what, "given", why=why))
+            return self._given
+        if source == "reused" and recorded is not None and recorded.outcome is not None:
+            self._sources.add(BranchEffect("tool", seq, what, "reused", recorded.seq))
+            return recorded.outcome
         if self._live is None:
             self._sources.stop(BranchEffect("tool", seq, what, "needed", why=why))
         self._sources.add(BranchEffect("tool", seq, what, "live", why=why))
