@@ -342,6 +342,15 @@ class FactCodec:
                 left_out = _KIND | same
         else:
             meta = None
+        plain = self._plain.get(type(fact))
+        key: tuple[Any, ...] | None = None
+        if plain is not None:  # its text depends on its values alone: written once per value
+            values = fact.__dict__
+            if all(check(values[name]) for name, check in plain):
+                key = (type(fact), left_out, *values.values())
+                known = self._texts.get(key)
+                if known is not None:
+                    return known
         defaults = self._defaults.get(type(fact))
         if defaults is None:
             defaults = self._defaults[type(fact)] = _defaults(type(fact))
@@ -352,15 +361,6 @@ class FactCodec:
             }
             if at_default:
                 left_out = left_out | at_default
-        plain = self._plain.get(type(fact))
-        key: tuple[Any, ...] | None = None
-        if plain is not None:  # its text depends on its values alone: written once per value
-            values = fact.__dict__
-            if all(check(values[name]) for name, check in plain):
-                key = (type(fact), left_out, *values.values())
-                known = self._texts.get(key)
-                if known is not None:
-                    return known
         try:
             text = fact.model_dump_json(exclude_none=True, exclude=left_out)  # type: ignore[arg-type]
         except ValueError:  # pydantic's serialization errors derive from ValueError

@@ -23,7 +23,7 @@ from .images import Image
 from .messages import add_entry, earlier, flush_turn, image_part, with_images
 from .places import as_stored, committed_entries, in_full, result_places
 from .reading import CHUNK, SHARED, parsed_meta, read_rows
-from .reducing import keeps_memory, reduce_fact
+from .reducing import keeps_memory, reduce_fact, reducer_of
 from .skills import with_skill_index
 from .text import plural
 from .types import (
@@ -351,7 +351,8 @@ class AgentMemory(BaseModel):
 
 def apply(memory: AgentMemory, fact: Any) -> AgentMemory:
     """Memory after one more fact. Facts that change nothing return memory as it is."""
-    return reduce_fact.dispatch(type(fact))(fact, memory)
+    reduced: AgentMemory = reducer_of(type(fact))(fact, memory)
+    return reduced
 
 
 def initial_memory(fact: f.RunStarted) -> AgentMemory:

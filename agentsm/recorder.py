@@ -45,11 +45,17 @@ _STATE_JSON: dict[str, str] = {}
 
 
 def encode_meta(
-    state: str, step: int, metrics: dict[str, Any] | None = None, *, custom: bool = False
+    state: str,
+    step: int,
+    metrics: dict[str, Any] | None = None,
+    *,
+    custom: bool = False,
+    measured: str | None = None,
 ) -> str:
     """The envelope metadata of a fact as JSON text: the state that recorded it, the step,
-    measurements (which replay does not compare), and whether it is one of the user's own
-    facts (`custom`: a reader without its type still reads it, see `UnknownFact`)."""
+    measurements (which replay does not compare; `measured`: their text, if the caller made
+    it), and whether it is one of the user's own facts (`custom`: a reader without its type
+    still reads it, see `UnknownFact`)."""
     if not metrics and not custom:
         name = _STATE_JSON.get(state)
         if name is not None:
@@ -62,7 +68,7 @@ def encode_meta(
     meta = f'{{"state":{name},"step":{step}' + (',"custom":true' if custom else "")
     if not metrics:
         return meta + "}"
-    text = _metrics_text(metrics) or json.dumps(metrics, separators=(",", ":"))
+    text = measured or _metrics_text(metrics) or json.dumps(metrics, separators=(",", ":"))
     return f'{meta},"metrics":{text}}}'
 
 
@@ -147,7 +153,7 @@ class Recorder:
         """Redact `fact` (with the agent's hooks), apply it to memory and buffer it for the
         next commit; a fact that would not read back as written raises `UnrecordableFact` and
         changes nothing."""
-        images = getattr(fact, "images", None)
+        images = fact.__dict__.get("images")  # not getattr: pydantic's fallback is slow
         blobs = self._blobs(images) if images else ()  # the bytes, whatever redaction does
         if self.redactor is not None:
             fact = self.redactor.fact(fact)
@@ -161,12 +167,13 @@ class Recorder:
         memory = apply(before, fact)  # pure: dropped if the fact cannot be recorded
         step = memory.step
         payload = FACTS.encode(fact, {"state": state, "step": step} if enveloped else None)
-        if metrics and _metrics_text(metrics) is None:
+        measured = _metrics_text(metrics) if metrics else None
+        if metrics and measured is None:
             problem = value_problem(metrics, "metrics")
             if problem:
                 raise UnrecordableFact(kind, problem)
         self.memory = memory
-        meta = encode_meta(state, step, metrics, custom=custom)
+        meta = encode_meta(state, step, metrics, custom=custom, measured=measured)
         if version is None:  # an UnknownFact keeps the version it was stored at
             version = FACTS.version_of(fact)
         pending = self._pending

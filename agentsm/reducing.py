@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .memory import AgentMemory
 
-__all__ = ["evolve", "keeps_memory", "reduce_fact", "unchanged"]
+__all__ = ["evolve", "keeps_memory", "reduce_fact", "reducer_of", "unchanged"]
 
 
 @singledispatch
@@ -37,6 +37,38 @@ def evolve(memory: AgentMemory, changes: dict[str, Any]) -> AgentMemory:
     _set(new, "__pydantic_extra__", None)
     _set(new, "__pydantic_private__", None)
     return new
+
+
+_FOUND: dict[type, Any] = {}
+_register = reduce_fact.register
+
+
+def _registering(cls: Any, func: Any = None) -> Any:
+    """`reduce_fact.register`, forgetting the reducers `reducer_of` remembered once it has
+    registered (also when a type's reducer is replaced)."""
+    done = _register(cls, func)
+    if func is None and isinstance(cls, type):  # the decorator form: registers when applied
+
+        def apply(reducer: Any) -> Any:
+            registered = done(reducer)  # type: ignore[no-untyped-call]
+            _FOUND.clear()
+            return registered
+
+        return apply
+    _FOUND.clear()
+    return done
+
+
+reduce_fact.register = _registering  # type: ignore[method-assign]
+
+
+def reducer_of(kind: type) -> Any:
+    """The reducer of a type of fact: `reduce_fact.dispatch`, remembered in a plain dict (the
+    dispatcher's own cache is a weak mapping, dearer per fact)."""
+    found = _FOUND.get(kind)
+    if found is None:
+        found = _FOUND[kind] = reduce_fact.dispatch(kind)
+    return found
 
 
 def unchanged(fact: Any, memory: AgentMemory) -> AgentMemory:

@@ -55,7 +55,7 @@ from .sqlite_format2 import (
     unpack,
 )
 from .sqlite_inbox import InboxReader, not_driving, post_write, take_write
-from .writer import Writer
+from .writer import Settled, Writer
 
 if TYPE_CHECKING:  # futures and asyncio load with the first write or await, not to list a log
     import concurrent.futures
@@ -748,7 +748,7 @@ class SQLiteEventStore:
         if self._batch_owner == threading.get_ident():
             return self._transaction(write, what, durable=durable)
         future = self._submit(write, what, durable)
-        if future.done():  # committed on this thread (`threaded=False`)
+        if isinstance(future, Settled) or future.done():  # committed on this thread
             return future.result()
         from .wakeups import committed
 
@@ -1113,14 +1113,15 @@ class SQLiteEventStore:
 
     def _submit(
         self, write: Callable[[sqlite3.Connection], T], what: str, durable: bool
-    ) -> concurrent.futures.Future[T]:
+    ) -> concurrent.futures.Future[T] | Settled:
         if self._closing.is_set():
             raise StoreError(f"Could not {what}: the store {self.path!r} is closed.")
         sync = durable and self._durability == "full" and self.path != ":memory:"
         if not self.threaded:
             return self._writer.commit_now(write, what, sync=sync)
         if not sync:  # a commit that does not wait for the disk is cheaper than a thread hop
-            done = self._writer.try_now(write, what, busy_timeout=self.busy_timeout)
+            busy = None if self.path == ":memory:" else self.busy_timeout
+            done = self._writer.try_now(write, what, busy_timeout=busy)
             if done is not None:
                 return done
         return self._writer.submit(write, what, sync=sync)

@@ -24,10 +24,39 @@ if TYPE_CHECKING:  # loaded with the first write, not by a store that only reads
 
 from .errors import StoreError
 
-__all__ = ["Writer"]
+__all__ = ["Settled", "Writer"]
 
 _MOST = 1000
 """At most this many writes in one transaction."""
+
+
+class Settled:
+    """The outcome of a write committed on the caller's thread (`Writer.try_now`): what a
+    future of it would hold, without a future's locks (it is done when the caller gets it)."""
+
+    __slots__ = ("_error", "_value")
+
+    def __init__(self) -> None:
+        self._value: Any = None
+        self._error: BaseException | None = None
+
+    def set_result(self, value: Any) -> None:
+        self._value = value
+
+    def set_exception(self, error: BaseException) -> None:
+        self._error = error
+
+    def done(self) -> bool:
+        return True
+
+    def result(self) -> Any:
+        """What the write returned, or raise what it raised."""
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+    def __repr__(self) -> str:
+        return f"Settled({'failed' if self._error is not None else 'committed'})"
 
 
 @dataclass(slots=True)
@@ -35,7 +64,7 @@ class _Job:
     write: Callable[[sqlite3.Connection], Any]
     what: str
     sync: bool  # synced to disk before the commit returns (synchronous FULL)
-    future: Future[Any]
+    future: Future[Any] | Settled
 
 
 class Writer:
@@ -87,31 +116,30 @@ class Writer:
         write: Callable[[sqlite3.Connection], Any],
         what: str,
         *,
-        busy_timeout: float,
-    ) -> Future[Any] | None:
+        busy_timeout: float | None,
+    ) -> Future[Any] | Settled | None:
         """Commit `write` at once on the caller's thread when nothing else is writing: no
         thread hop, which costs more than the commit itself. None, with nothing done, when the
         store's lock is taken (the writer thread, or another thread, is committing) or another
         process holds the database's: then `submit` it. The database's lock is tried without
         waiting (an event loop must not sit in SQLite's busy handler), then the connection's
-        wait of `busy_timeout` seconds is set back."""
-        from concurrent.futures import Future
-
+        wait of `busy_timeout` seconds is set back; None: no other process can hold it (a
+        database in memory), so it is not tried apart."""
         if not self._lock.acquire(blocking=False):
             return None
         try:
             conn = self._conn
-            conn.execute("PRAGMA busy_timeout = 0")
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-            except sqlite3.OperationalError:
-                return None  # locked by another process: the writer thread waits for it
-            finally:
-                conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
-            future: Future[Any] = Future()
-            future.set_running_or_notify_cancel()
-            self._commit([_Job(write, what, False, future)], begun=True)
-            return future
+            if busy_timeout is not None:
+                conn.execute("PRAGMA busy_timeout = 0")
+                try:
+                    conn.execute("BEGIN IMMEDIATE")
+                except sqlite3.OperationalError:
+                    return None  # locked by another process: the writer thread waits for it
+                finally:
+                    conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+            settled = Settled()
+            self._commit([_Job(write, what, False, settled)], begun=busy_timeout is not None)
+            return settled
         finally:
             self._lock.release()
 
@@ -221,7 +249,7 @@ def _serve(writer: Writer) -> None:
                 stop = True
                 break
             group.append(more)
-        group = [job for job in group if job.future.set_running_or_notify_cancel()]
+        group = [job for job in group if job.future.set_running_or_notify_cancel()]  # type: ignore[union-attr]
         if group:
             writer._commit(group)
         if stop:
