@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from eventstore import SQLiteEventStore
-from replay.cli_list import select
+from replay.cli.listing import select
 
 MODELS = ("gpt-4o", "gpt-4o-mini", "claude-sonnet-4", "claude-3-5-haiku", "llama-3-70b")
 VERBS = ("Summarise", "Refund", "Book", "Translate", "Check", "Find", "Reconcile", "Draft")

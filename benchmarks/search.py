@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from eventstore import PostgresEventStore, SQLiteEventStore
-from replay.cli_list import SEARCHED
+from replay.cli.listing import SEARCHED
 
 print = functools.partial(print, flush=True)  # noqa: A001  # progress as it comes
 

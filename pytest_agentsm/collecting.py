@@ -12,7 +12,7 @@ from datetime import datetime
 import pytest
 
 from agentsm import AgentBuilder, BuildError
-from replay.cli_list import STATUSES
+from replay.cli.listing import STATUSES
 from replay.source import Builder, load_object
 
 from .items import RecordedLog

@@ -10,7 +10,7 @@ from pathlib import Path
 import eventstore
 from agentsm import AgentError
 from eventstore import EventStore, RunRecord, SQLiteEventStore, StoreError
-from replay.cli_list import select
+from replay.cli.listing import select
 from replay.transfer import import_runs
 
 __all__ = ["EXPORT_SUFFIXES", "Filters", "RecordedSource", "Unreadable"]

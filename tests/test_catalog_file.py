@@ -1,4 +1,4 @@
-"""`agentsm runs` reads an up-to-date SQLite log with sqlite3 alone (`replay.catalog_file`) and
+"""`agentsm runs` reads an up-to-date SQLite log with sqlite3 alone (`replay.cli.catalog_file`) and
 shows exactly what the store shows: the same runs, in the same order, in every format and under
 every filter; a log the store must open (older, not summarized, not a log) goes through it."""
 
@@ -13,8 +13,8 @@ import pytest
 
 from eventstore import NewEvent, RunSummary, SQLiteEventStore
 from eventstore.migrations import LATEST
-from replay.catalog_file import CatalogFile, ListedRun
 from replay.cli import main
+from replay.cli.catalog_file import CatalogFile, ListedRun
 
 Capture = pytest.CaptureFixture[str]
 

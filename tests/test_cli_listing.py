@@ -431,7 +431,7 @@ def test_long_output_goes_through_a_pager_on_a_terminal_only(
 
     import click
 
-    from replay import cli_common
+    from replay.cli import common as cli_common
 
     paged: list[str] = []
     monkeypatch.setattr(click, "echo_via_pager", lambda text: paged.append(text))

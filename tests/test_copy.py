@@ -17,7 +17,7 @@ from agentsm.trace import Trace
 from eventstore import EventStore, NewEvent, open_store
 from replay import CopyRefused, copy_runs, replay_run
 from replay.branching import branch_run
-from replay.cli_copy import copy_command
+from replay.cli.copy import copy_command
 
 from .backends import drop_schema, require_postgres, with_schema
 from .scenarios import LONG, SCENARIOS

@@ -31,8 +31,8 @@ from agentsm import (
 )
 from agentsm.types import TokenUsage
 from replay import decide, resume_run
-from replay.cli_otel import otel_command
-from replay.cli_worker import worker_command
+from replay.cli.otel import otel_command
+from replay.cli.worker import worker_command
 from replay.otel import export_spans, traced
 from replay.worker import Worker
 

@@ -40,7 +40,7 @@ HEAVY = {
 """What neither the listing nor the help may load: the agent, pydantic, sqlite-utils (and numpy
 with it), the provider SDKs, rich's console, asyncio."""
 
-NOT_FOR_HELP = HEAVY | {"sqlite3", "eventstore.sqlite", "agentsm.tables", "replay.cli_common"}
+NOT_FOR_HELP = HEAVY | {"sqlite3", "eventstore.sqlite", "agentsm.tables", "replay.cli.common"}
 """`--help` and `--version` open no log and draw no table either."""
 
 
@@ -78,7 +78,7 @@ def test_help_and_version_load_only_click_and_the_command_registry(
 ) -> None:
     modules = loaded(flag, cwd=tmp_path)
     assert not modules & NOT_FOR_HELP, sorted(modules & NOT_FOR_HELP)
-    assert not [m for m in modules if m.startswith("replay.cli_") and m != "replay.cli_options"]
+    assert not [m for m in modules if m.startswith("replay.cli.") and m != "replay.cli.options"]
 
 
 NOT_FOR_LISTING = HEAVY | {
@@ -100,13 +100,13 @@ cell widths (text of Latin letters is measured without them)."""
 
 def test_runs_reads_the_catalog_with_plain_sqlite3(small_log: Path, tmp_path: Path) -> None:
     modules = loaded("runs", "--db", str(small_log), cwd=tmp_path)
-    assert {"sqlite3", "replay.catalog_file", "replay.cli_runs"} <= modules
+    assert {"sqlite3", "replay.cli.catalog_file", "replay.cli.runs"} <= modules
     assert not modules & NOT_FOR_LISTING, sorted(modules & NOT_FOR_LISTING)
 
 
 def test_runs_opens_any_other_log_through_its_store(small_log: Path, tmp_path: Path) -> None:
     modules = loaded("runs", "--db", f"sqlite:///{small_log}", cwd=tmp_path)
-    assert {"eventstore.sqlite", "replay.opening", "replay.cli_runs"} <= modules
+    assert {"eventstore.sqlite", "replay.opening", "replay.cli.runs"} <= modules
     assert not modules & HEAVY, sorted(modules & HEAVY)
 
 

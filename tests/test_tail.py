@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from agentsm import AgentBuilder, LlmResponse, MockLlmCaller, tool
 from eventstore import EventStore
-from replay.cli_tail import tail_command
+from replay.cli.tail import tail_command
 from replay.tail import LiveFact, follow
 from replay.worker import Worker
 
@@ -160,7 +160,7 @@ def test_tail_command_in_another_process_follows_a_run_to_its_end(
     monkeypatch.setenv("AGENTSM_TEST_LEDGER", str(ledger))
     run_id = make_agent("entry").store(store).submit()
     tail = subprocess.Popen(
-        [sys.executable, "-m", "replay.cli_tail", run_id, "--db", log_url, "--poll", "0.1"],
+        [sys.executable, "-m", "replay.cli.tail", run_id, "--db", log_url, "--poll", "0.1"],
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1"},
         stdout=subprocess.PIPE,

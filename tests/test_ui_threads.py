@@ -28,7 +28,7 @@ from agentsm import (  # noqa: E402
 from eventstore import SQLiteEventStore  # noqa: E402
 from replay import branch_thread, request_stop, resume_run, steer  # noqa: E402
 from replay.cli import main  # noqa: E402
-from replay.cli_threads import THREAD_KEYS  # noqa: E402
+from replay.cli.threads import THREAD_KEYS  # noqa: E402
 from replay.ui import Viewer, create_app  # noqa: E402
 
 

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from agentsm import AgentBuilder, HumanInputRequired
 from eventstore import EventStore, NewEvent, StoreError
 from replay import decide
-from replay.cli_worker import submit_command, worker_command
+from replay.cli.worker import submit_command, worker_command
 from replay.worker import Worker
 
 from .stores import connect
@@ -198,7 +198,7 @@ def test_a_worker_process_goes_on_until_sigterm(log_url: str, ledger: Path) -> N
     first = make_agent("first").store(store).submit()
     root = Path(__file__).resolve().parent.parent
     worker = subprocess.Popen(
-        [sys.executable, "-m", "replay.cli_worker", "--builder", "tests.worker_agent:make_agent"]
+        [sys.executable, "-m", "replay.cli.worker", "--builder", "tests.worker_agent:make_agent"]
         + ["--db", log_url, "--poll", "0.1"],
         cwd=root,
         env={**os.environ, "PYTHONPATH": str(root)},

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from eventstore import EventStore
 from replay import decide, pending_requests
-from replay.cli_worker import submit_command
+from replay.cli.worker import submit_command
 
 from .stores import connect
 from .worker_agent import make_agent
@@ -57,7 +57,7 @@ def test_workers_killed_at_random_points_never_drive_a_run_twice(
     command = [
         sys.executable,
         "-m",
-        "replay.cli_worker",
+        "replay.cli.worker",
         "--builder",
         "tests.worker_agent:make_agent",
         "--db",
@@ -130,9 +130,9 @@ def test_a_run_whose_worker_is_killed_finishes_on_another_under_the_tail(
     )
     assert submitted.exit_code == 0, submitted.output
     run_id = submitted.output.strip()
-    worker = [sys.executable, "-m", "replay.cli_worker", "--builder", example, "--db", log_url]
+    worker = [sys.executable, "-m", "replay.cli.worker", "--builder", example, "--db", log_url]
     worker += ["--poll", "0.1", "--lease", "1"]
-    tail = [sys.executable, "-m", "replay.cli_tail", run_id, "--db", log_url, "--poll", "0.1"]
+    tail = [sys.executable, "-m", "replay.cli.tail", run_id, "--db", log_url, "--poll", "0.1"]
     with (tmp_path / "out.log").open("ab") as log:
         first = subprocess.Popen(worker, cwd=ROOT, env=env, stdout=log, stderr=log)
         processes = [first]

@@ -10,8 +10,8 @@ from fastapi import APIRouter, Depends, Query, Request
 
 from eventstore import Searchable
 
-from ..cli_common import parse_since
-from ..cli_list import SEARCHED, STATUSES, select
+from ..cli.common import parse_since
+from ..cli.listing import SEARCHED, STATUSES, select
 from ..conversation import conversation_at
 from ..recording import Recording
 from ..source import agent_of

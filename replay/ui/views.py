@@ -20,7 +20,7 @@ from agentsm.trace import TraceEntry
 from agentsm.types import TERMINAL_STATES
 from eventstore import EventStore, RunRecord
 
-from ..cli_list import run_record
+from ..cli.listing import run_record
 from ..diffing import diff_runs
 from ..recording import Recording
 

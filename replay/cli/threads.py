@@ -15,7 +15,11 @@ from agentsm.tables import Column
 from agentsm.threads import thread_mark, thread_messages, threads
 from eventstore import EventStore, RunRecord
 
-from .cli_common import (
+from ..errors import UsageError
+from ..render import printable
+from ..source import open_store
+from ..threads import branch_thread, replay_thread, turns_of
+from .common import (
     Listing,
     builder_option,
     common,
@@ -32,10 +36,6 @@ from .cli_common import (
     status_cell,
     when,
 )
-from .errors import UsageError
-from .render import printable
-from .source import open_store
-from .threads import branch_thread, replay_thread, turns_of
 
 __all__ = ["COMMANDS", "add_thread_options"]
 

@@ -14,12 +14,12 @@ import click
 
 from agentsm import AgentEngine
 
-from .cli_common import example
-from .cli_shared import CommandFailed, db_option, reported
-from .render import printable
-from .resuming import Around
-from .source import load_builder, open_store
-from .worker import Worker, WorkResult
+from ..render import printable
+from ..resuming import Around
+from ..source import load_builder, open_store
+from ..worker import Worker, WorkResult
+from .common import example
+from .shared import CommandFailed, db_option, reported
 
 __all__ = ["submit_command", "worker_command"]
 
@@ -123,7 +123,7 @@ def _tracing(endpoint: str | None, content: bool) -> tuple[Around | None, Callab
     if endpoint is None:
         return None, lambda: None
     try:
-        from .otel import otlp_provider, traced
+        from ..otel import otlp_provider, traced
     except ImportError as e:
         raise CommandFailed(
             f"OpenTelemetry is not installed ({e}); install it with: pip install 'agentsm[otel]'"
@@ -153,5 +153,5 @@ def submit_command(task: str, spec: str, db: str) -> None:
             store.close()
 
 
-if __name__ == "__main__":  # `python -m replay.cli_worker ...` until the group registers it
+if __name__ == "__main__":  # `python -m replay.cli.worker ...`: the command alone
     sys.exit(worker_command.main(standalone_mode=True))  # pragma: no cover

@@ -1,5 +1,5 @@
 """What every `agentsm` command shares: `--db` and `--debug` accepted anywhere on the line
-(from `cli_options`), the log it opens, the user's builder, JSON option values, and listings
+(from `options`), the log it opens, the user's builder, JSON option values, and listings
 as tables, JSON or CSV."""
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ import click
 from agentsm.tables import Cell, Column, render_table, styles_wanted, terminal_width
 from agentsm.text import plural
 
-from .cli_options import (
+from ..render import Style, printable
+from .options import (
     DEFAULT_DB,
     common,
     db_path,
@@ -27,13 +28,12 @@ from .cli_options import (
     example,
     reset,
 )
-from .render import Style, printable
 
 if TYPE_CHECKING:  # the agent's parts load with the commands that run an agent
     from agentsm import AgentConfig
     from eventstore import EventStore
 
-    from .source import Builder
+    from ..source import Builder
 
 __all__ = [
     "DEFAULT_DB",
@@ -67,7 +67,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 def open_log(*, write: bool = False) -> EventStore:
     """The log of `--db`; commands that only inspect it open it read-only."""
-    from .opening import open_store  # SQLite loads with the first command that reads a log
+    from ..opening import open_store  # SQLite loads with the first command that reads a log
 
     return open_store(db_path(), read_only=not write)
 
@@ -86,11 +86,11 @@ def get_builder(spec: str | None, required: bool = False) -> Builder | None:
     command needs it and neither is given."""
     spec = spec or os.environ.get("AGENTSM_BUILDER")
     if spec:
-        from .source import load_builder
+        from ..source import load_builder
 
         return load_builder(spec)
     if required:
-        from .errors import UsageError
+        from ..errors import UsageError
 
         raise UsageError(
             "This command needs your agent: pass --builder module:factory (or set "
@@ -106,7 +106,7 @@ def json_arg(option: str, text: str, example_form: str) -> Any:
     try:
         return json.loads(text)
     except ValueError as e:
-        from .errors import UsageError
+        from ..errors import UsageError
 
         raise UsageError(f"{option} is not valid JSON ({e}); give it as in {example_form}.") from e
 
@@ -118,7 +118,7 @@ def config_arg(text: str, recorded: AgentConfig) -> AgentConfig:
 
     from agentsm import AgentConfig
 
-    from .errors import UsageError
+    from ..errors import UsageError
 
     form = """--config '{"max_steps": 3}'"""
     value = json_arg("--config", text, form)
@@ -159,7 +159,7 @@ def parse_since(text: str | None, now: float | None = None) -> float | None:
     try:
         return datetime.fromisoformat(text).timestamp()
     except ValueError:
-        from .errors import UsageError
+        from ..errors import UsageError
 
         raise UsageError(
             f"--since {text!r}: give a duration (30m, 2h, 1d, 1w) or a date (2026-11-22) "
@@ -246,7 +246,7 @@ def limit_option(what: str, *, name: str = "--limit", default: int = 50) -> Call
 def output_format(as_json: bool, as_csv: bool) -> str | None:
     """ "json", "csv" or None (a table) from `--json` and `--csv`, which exclude each other."""
     if as_json and as_csv:
-        from .errors import UsageError
+        from ..errors import UsageError
 
         raise UsageError("give --json or --csv, not both.")
     return "json" if as_json else "csv" if as_csv else None

@@ -7,9 +7,9 @@ import os
 
 import click
 
-from .cli_common import common, example, open_log
-from .outside import answer, request_stop, steer
-from .render import printable
+from ..outside import answer, request_stop, steer
+from ..render import printable
+from .common import common, example, open_log
 
 __all__ = ["COMMANDS"]
 

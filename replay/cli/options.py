@@ -1,6 +1,6 @@
 """The options every `agentsm` command takes (`--db` and `--debug`, anywhere on the line) and
 the small helpers the command group needs: only click is imported here, so that `agentsm
---help` answers at once (the rest of `cli_common` loads with the commands)."""
+--help` answers at once (the rest of `common` loads with the commands)."""
 
 from __future__ import annotations
 

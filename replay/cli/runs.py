@@ -1,6 +1,6 @@
 """`agentsm runs`: the catalog of a log as a table, JSON or CSV, read without folding a
 single run. An up-to-date SQLite log is read with the sqlite3 module alone
-(`replay.catalog_file`), any other through its store: the listing loads no more than click,
+(`replay.cli.catalog_file`), any other through its store: the listing loads no more than click,
 sqlite3 and the table renderer, so that it answers at once (benchmarks/startup.py)."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from agentsm.marks import subagent_of
 from agentsm.tables import Column
 
 from .catalog_file import CatalogFile
-from .cli_common import (
+from .common import (
     Listing,
     common,
     db_path,
@@ -130,7 +130,7 @@ def select(
     """The newest `limit` runs matching the filters, oldest first, from the catalog alone (of a
     store, or of a `CatalogFile`)."""
     if status is not None and status not in STATUSES:
-        from .errors import UsageError  # loaded for the error only
+        from ..errors import UsageError  # loaded for the error only
 
         raise UsageError(f"--status {status!r}: use one of {', '.join(STATUSES)}.")
     wanted = {"error": ("failed", "aborted"), "interrupted": ("running",)}.get(
@@ -279,7 +279,7 @@ def runs(
     placed = _tree(records) if tree else [(r, 0) for r in records]
     notes: dict[str, str] = {}
     if tree:  # best of N: the pick marked
-        from .judgement import family_notes
+        from ..judgement import family_notes
 
         notes = family_notes(store, from_store)
     for r, depth in placed:

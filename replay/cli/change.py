@@ -14,9 +14,18 @@ import click
 from agentsm import AgentFailed, HumanInputRequired, LlmResponse, ToolOutcome
 from agentsm import facts as f
 
-from .branching import agent_llm, branch_run
-from .branchnotes import UnusedChange
-from .cli_common import (
+from ..branching import agent_llm, branch_run
+from ..branchnotes import UnusedChange
+from ..demo import run_demo
+from ..errors import BuilderRequired, UsageError
+from ..recording import Recording
+from ..render import printable
+from ..replaying import replay_run
+from ..report import ReplayReport
+from ..resuming import decide, pending_requests, resume_run
+from ..source import resolve_run
+from ..timetravel import memory_at
+from .common import (
     DEFAULT_DB,
     builder_option,
     common,
@@ -29,15 +38,6 @@ from .cli_common import (
     out,
     plural,
 )
-from .demo import run_demo
-from .errors import BuilderRequired, UsageError
-from .recording import Recording
-from .render import printable
-from .replaying import replay_run
-from .report import ReplayReport
-from .resuming import decide, pending_requests, resume_run
-from .source import resolve_run
-from .timetravel import memory_at
 
 __all__ = ["COMMANDS", "approve", "branch", "demo", "modify", "reject", "replay", "resume"]
 

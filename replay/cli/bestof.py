@@ -13,16 +13,16 @@ import click
 from agentsm import BuildError
 from agentsm.tables import styles_wanted, terminal_width
 
-from .bestof import Variant, best_of
-from .branchnotes import UnusedChange
-from .cli_common import builder_option, common, config_arg, example, get_builder, open_log, out
-from .errors import ChoiceRefused, UsageError
-from .judgement import BestOf
-from .judges import FunctionJudge, LlmJudge
-from .recording import Recording
-from .render import printable
-from .source import load_object, resolve_run
-from .timetravel import memory_at
+from ..bestof import Variant, best_of
+from ..branchnotes import UnusedChange
+from ..errors import ChoiceRefused, UsageError
+from ..judgement import BestOf
+from ..judges import FunctionJudge, LlmJudge
+from ..recording import Recording
+from ..render import printable
+from ..source import load_object, resolve_run
+from ..timetravel import memory_at
+from .common import builder_option, common, config_arg, example, get_builder, open_log, out
 
 __all__ = ["best_of_command"]
 

@@ -1,11 +1,11 @@
 """`agentsm show`, `replay` and `branch` with `--thread` (a conversation instead of one run):
-the commands of `cli_inspect` and `cli_change`, given their thread options when first loaded."""
+the commands of `inspect` and `change`, given their thread options when first loaded."""
 
 from __future__ import annotations
 
-from .cli_change import branch, replay
-from .cli_inspect import show
-from .cli_threads import add_thread_options
+from .change import branch, replay
+from .inspect import show
+from .threads import add_thread_options
 
 __all__ = ["branch", "replay", "show"]
 

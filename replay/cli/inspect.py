@@ -21,7 +21,16 @@ from agentsm.trace import TRACE_COLUMNS, decode
 from eventstore import SQLiteEventStore, open_store
 from eventstore.pg_url import is_postgres_url
 
-from .cli_common import (
+from ..conversation import conversation_at
+from ..diffing import diff_runs
+from ..errors import UsageError
+from ..judgement import family_notes, judgement_lines
+from ..recording import Recording
+from ..render import printable
+from ..source import agent_of, resolve_run
+from ..timetravel import memory_at
+from ..transfer import export_run, import_runs
+from .common import (
     Listing,
     common,
     db_path,
@@ -36,15 +45,6 @@ from .cli_common import (
     plural,
     status_cell,
 )
-from .conversation import conversation_at
-from .diffing import diff_runs
-from .errors import UsageError
-from .judgement import family_notes, judgement_lines
-from .recording import Recording
-from .render import printable
-from .source import agent_of, resolve_run
-from .timetravel import memory_at
-from .transfer import export_run, import_runs
 
 __all__ = ["COMMANDS"]
 

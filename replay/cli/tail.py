@@ -10,12 +10,12 @@ import click
 
 from eventstore import RunRecord
 
-from .cli_common import example, limit_option
-from .cli_shared import db_option, reported
-from .errors import UsageError
-from .render import Style, printable
-from .source import open_store, resolve_run
-from .tail import ENDED, LiveFact, follow
+from ..errors import UsageError
+from ..render import Style, printable
+from ..source import open_store, resolve_run
+from ..tail import ENDED, LiveFact, follow
+from .common import example, limit_option
+from .shared import db_option, reported
 
 __all__ = ["tail_command"]
 
@@ -101,5 +101,5 @@ def tail_command(
         sys.exit(1)
 
 
-if __name__ == "__main__":  # `python -m replay.cli_tail ...` until the group registers it
+if __name__ == "__main__":  # `python -m replay.cli.tail ...`: the command alone
     tail_command.main()  # pragma: no cover

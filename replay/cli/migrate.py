@@ -11,8 +11,8 @@ from agentsm.text import printable
 from eventstore import SQLiteEventStore
 from eventstore.pg_url import is_postgres_url
 
-from .cli_common import common, db_path, example, plural
-from .errors import UsageError
+from ..errors import UsageError
+from .common import common, db_path, example, plural
 
 __all__ = ["migrate_command"]
 

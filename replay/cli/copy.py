@@ -9,8 +9,8 @@ import click
 from agentsm import AgentError
 from eventstore import StoreError, open_store
 
-from .cli_common import common, db_path, example
-from .copying import copy_runs
+from ..copying import copy_runs
+from .common import common, db_path, example
 
 __all__ = ["copy_command"]
 

@@ -16,29 +16,30 @@ import click
 
 from agentsm import __version__
 
-from .cli_options import common, debugging, did_you_mean, example, reset
+from .options import common as common_options
+from .options import debugging, did_you_mean, example, reset
 
 __all__ = ["COMMANDS", "LazyGroup", "cli", "main"]
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "answer": (
-        "replay.cli_outside:answer_command",
+        "replay.cli.outside:answer_command",
         "Answer the question a waiting run asked a person (its ask_human tool, or a handler's "
         "ctx.ask); the run is ready to go on once nothing else waits.",
     ),
-    "approve": ("replay.cli_change:approve", "Approve the call(s) a run waits on."),
+    "approve": ("replay.cli.change:approve", "Approve the call(s) a run waits on."),
     "backup": (
-        "replay.cli_inspect:backup",
+        "replay.cli.inspect:backup",
         "Copy the log, live or not, into a new file (one consistent snapshot).",
     ),
     "best-of": (
-        "replay.cli_bestof:best_of_command",
+        "replay.cli.bestof:best_of_command",
         "Branch a run at SEQ once per --model and --answer, run the branches together, and let "
         "a judge pick the best: each candidate's run, status and answer, the pick marked, and "
         "the judgement run that records it.",
     ),
     "branch": (
-        "replay.cli_threaded:branch",
+        "replay.cli.threaded:branch",
         "Start a new run from a point of a run, with a change, and report what it did: its id, "
         "final status, state and answer, where it started (and why, when not at SEQ), then "
         "where each LLM response and tool result after the point came from: given, reused from "
@@ -46,134 +47,134 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "there).",
     ),
     "chat": (
-        "replay.cli_threads:chat",
+        "replay.cli.threads:chat",
         "Talk with your agent: each line you type is a message, each answer is printed, and "
         "every turn is recorded as a run of one thread (its id is shown first; continue it "
         "later with --thread).",
     ),
     "copy": (
-        "replay.cli_copy:copy_command",
+        "replay.cli.copy:copy_command",
         "Copy runs (ids or unique prefixes; every run when none is named) from one log into "
         "another, on the same backend or another, with their hash chains, parent links and "
         "catalog entries.",
     ),
     "demo": (
-        "replay.cli_change:demo",
+        "replay.cli.change:demo",
         "Run the demo agent into the log the other commands read: record, print, rebuild, "
         "replay, branch; then list the commands to explore it.",
     ),
-    "diff": ("replay.cli_inspect:diff", "Where two runs part, and how each ends."),
+    "diff": ("replay.cli.inspect:diff", "Where two runs part, and how each ends."),
     "export": (
-        "replay.cli_inspect:export",
+        "replay.cli.inspect:export",
         "Write a run as JSON lines (its catalog entry, then one line per fact).",
     ),
     "family": (
-        "replay.cli_inspect:family",
+        "replay.cli.inspect:family",
         "A run's family as a tree (its branches, and its sub-agent runs on dashed edges), each "
         "run labelled with its answer or error.",
     ),
     "graph": (
-        "replay.cli_inspect:graph",
+        "replay.cli.inspect:graph",
         "The transition table as a state diagram, with a run's path (Mermaid text, or an image).",
     ),
     "import": (
-        "replay.cli_inspect:import_",
+        "replay.cli.inspect:import_",
         "Add the runs of a JSON lines export to the log (all of them, or none).",
     ),
     "memory": (
-        "replay.cli_inspect:memory",
+        "replay.cli.inspect:memory",
         "A run's memory and state at a sequence number, rebuilt by folding its log up to it.",
     ),
     "migrate": (
-        "replay.cli_migrate:migrate_command",
+        "replay.cli.migrate:migrate_command",
         "Bring a log of format 1 (one row per fact, as releases up to 0.3 write it) to log "
         "format 2 (facts packed into few, narrow rows): a copy is made first, then the log is "
         "converted in one transaction, every run's hash chain checked, and the file compacted.",
     ),
-    "modify": ("replay.cli_change:modify", "Approve a waiting call with other arguments."),
+    "modify": ("replay.cli.change:modify", "Approve a waiting call with other arguments."),
     "otel": (
-        "replay.cli_otel:otel_command",
+        "replay.cli.otel:otel_command",
         "Send RUNS (ids or unique prefixes) as traces: an invoke_agent span per run, a chat "
         "span per LLM call, an execute_tool span per tool call (GenAI semantic conventions).",
     ),
-    "reject": ("replay.cli_change:reject", "Reject the call(s) a run waits on."),
+    "reject": ("replay.cli.change:reject", "Reject the call(s) a run waits on."),
     "replay": (
-        "replay.cli_threaded:replay",
+        "replay.cli.threaded:replay",
         "Replay runs against their recording: identical, or a changed definition and the first "
         "divergence in behaviour.",
     ),
     "resume": (
-        "replay.cli_change:resume",
+        "replay.cli.change:resume",
         "Continue a run that stopped without finishing (exit 3 when it waits for a human).",
     ),
     "runs": (
-        "replay.cli_runs:runs",
+        "replay.cli.runs:runs",
         "List the runs of the log, newest last: status, steps, tokens, cost, model, and the "
         "start of the answer or error (read from the catalog; no run is folded).",
     ),
     "search": (
-        "replay.cli_list:search",
+        "replay.cli.listing:search",
         "Full-text search over tasks, LLM answers, tool observations and errors: the facts "
         'holding every word (case and accents aside; a "quoted phrase" or an address as words '
         "in a row, prefix* for any ending), best first, with their runs and matching text.",
     ),
     "serve": (
-        "replay.cli_serve:serve_command",
+        "replay.cli.serve:serve_command",
         "Serve conversations with your agent over HTTP: start threads, post messages and read "
         "each turn as server-sent events, answer questions, decide approvals, steer and stop "
         "turns; every turn is recorded as `agentsm chat` records it.",
     ),
     "show": (
-        "replay.cli_threaded:show",
+        "replay.cli.threaded:show",
         "Print a run's trace: one line per fact (seq, step, state, fact, summary).",
     ),
     "stats": (
-        "replay.cli_list:stats",
+        "replay.cli.listing:stats",
         "What happened over a time window: runs by status and model, tokens (prompt-cache reads"
         " and writes apart) and cost, tool calls and failures, error classes, and the slowest "
         "tools.",
     ),
     "steer": (
-        "replay.cli_outside:steer_command",
+        "replay.cli.outside:steer_command",
         "Send a running run a message: its LLM reads it before its next call, whichever process"
         " or host drives the run (a run that waits takes it when it goes on).",
     ),
     "stop": (
-        "replay.cli_outside:stop_command",
+        "replay.cli.outside:stop_command",
         "Stop a run: the process or worker that drives it (on any host) stops it at its next "
         "transition; a run nobody drives is stopped at once.",
     ),
     "submit": (
-        "replay.cli_worker:submit_command",
+        "replay.cli.worker:submit_command",
         "Record a run of TASK to run later (status queued) and print its id: a worker runs it.",
     ),
     "tail": (
-        "replay.cli_tail:tail_command",
+        "replay.cli.tail:tail_command",
         "Print the facts of RUN (an id or a unique prefix) as they are recorded, from any "
         "process, and exit when the run ends (status 0 done, 1 failed or aborted) unless "
         "--follow; or, with --all, the facts of every run until interrupted.",
     ),
     "threads": (
-        "replay.cli_threads:threads_command",
+        "replay.cli.threads:threads_command",
         "List the conversations of the log, the last updated last: each thread's turns, the "
         "status of its last turn, its last message and answer (read from the catalog; no run is"
         " folded).",
     ),
     "timeline": (
-        "replay.cli_inspect:timeline",
+        "replay.cli.inspect:timeline",
         "A run's timeline: states, tool calls, tokens, durations.",
     ),
     "ui": (
-        "replay.cli_ui:ui_command",
+        "replay.cli.ui:ui_command",
         "Serve recorded runs in the browser: the catalog, each run's diagram, timeline, facts "
         "and memory at any fact, branch families and diffs, live runs; a JSON API under /api/.",
     ),
     "verify": (
-        "replay.cli_inspect:verify",
+        "replay.cli.inspect:verify",
         "Check the hash chain of a run's facts: intact, or the first broken link (exit 0/1).",
     ),
     "worker": (
-        "replay.cli_worker:worker_command",
+        "replay.cli.worker:worker_command",
         "Claim runs that can go on (submitted, decided by a human, or left by a dead worker) "
         "and drive each to its end; one line per run.",
     ),
@@ -249,7 +250,7 @@ class LazyGroup(click.Group):
     ),
 )
 @click.version_option(__version__, "--version", prog_name="agentsm")
-@common
+@common_options
 def cli() -> None:
     """Record, list, search, inspect, replay, branch and resume agent runs."""
 
@@ -288,7 +289,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(e.ctx.get_help() if e.ctx else "")  # `agentsm` alone: the overview
         return 0
     except click.ClickException as e:
-        from .render import printable
+        from ..render import printable
 
         where = e.ctx.command_path if isinstance(e, click.UsageError) and e.ctx else "agentsm"
         message = " ".join(e.format_message().split()).rstrip(".")
@@ -304,7 +305,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("agentsm: interrupted.", file=sys.stderr)
         return 130
     except Exception as e:
-        from .render import printable
+        from ..render import printable
 
         if debugging():
             import traceback
@@ -312,7 +313,3 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(printable(traceback.format_exc(), lines=True), file=sys.stderr, end="")
         print(f"agentsm: {printable(_one_line(e))}", file=sys.stderr)
         return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -7,9 +7,9 @@ import os
 
 import click
 
-from .cli_common import builder_option, common, db_path, example, get_builder
-from .errors import UsageError
-from .render import printable
+from ..errors import UsageError
+from ..render import printable
+from .common import builder_option, common, db_path, example, get_builder
 
 __all__ = ["serve_command"]
 
@@ -31,8 +31,8 @@ def serve_command(host: str, port: int, builder: str | None) -> None:
     turns; every turn is recorded as `agentsm chat` records it. The API is described at
     /docs and /openapi.json."""
     try:
-        from .serve import LOOPBACK_HOSTS, Server, Service
-        from .serve.server import bind
+        from ..serve import LOOPBACK_HOSTS, Server, Service
+        from ..serve.server import bind
     except ImportError as e:
         raise UsageError(
             f"agentsm serve needs FastAPI and uvicorn ({e.name} is missing): "

@@ -1,5 +1,5 @@
 """`agentsm search` and `stats`: what the facts of a log say, searched and counted (`runs`, the
-catalog, is `cli_runs`; its names are importable from here too)."""
+catalog, is `runs`; its names are importable from here too)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,9 @@ from agentsm.trace import decode
 from eventstore import EventStore, Searchable, StoreError, open_store
 from eventstore.pg_url import is_postgres_url
 
-from .cli_common import (
+from ..errors import UsageError
+from ..opening import can_write
+from .common import (
     Listing,
     common,
     db_path,
@@ -29,9 +31,7 @@ from .cli_common import (
     plural,
     shown,
 )
-from .cli_runs import STATUSES, run_record, runs, select
-from .errors import UsageError
-from .opening import can_write
+from .runs import STATUSES, run_record, runs, select
 
 __all__ = ["SEARCHED", "STATUSES", "run_record", "runs", "search", "select", "stats"]
 

@@ -12,8 +12,8 @@ import click
 from agentsm import AgentError
 from eventstore import StoreError
 
-from .cli_common import common, db_path
-from .render import printable
+from ..render import printable
+from .common import common, db_path
 
 __all__ = ["CommandFailed", "db_option", "reported"]
 

@@ -6,9 +6,9 @@ import webbrowser
 
 import click
 
-from .cli_common import builder_option, common, db_path, example, get_builder
-from .errors import UsageError
-from .render import printable
+from ..errors import UsageError
+from ..render import printable
+from .common import builder_option, common, db_path, example, get_builder
 
 __all__ = ["ui_command"]
 
@@ -36,8 +36,8 @@ def ui_command(host: str, port: int, allow_write: bool, no_open: bool, builder: 
     memory at any fact, branch families and diffs, live runs; a JSON API under /api/. With
     --builder (and --allow-write), a run approved from the page goes on there."""
     try:
-        from .ui import LOOPBACK_HOSTS, Server, Viewer, create_app
-        from .ui.server import listen_problem
+        from ..ui import LOOPBACK_HOSTS, Server, Viewer, create_app
+        from ..ui.server import listen_problem
     except ImportError as e:
         raise UsageError(
             f"agentsm ui needs the web viewer's packages ({e.name} is missing): "

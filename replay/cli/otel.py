@@ -6,9 +6,9 @@ import os
 
 import click
 
-from .cli_common import example
-from .cli_shared import CommandFailed, db_option, reported
-from .source import open_store
+from ..source import open_store
+from .common import example
+from .shared import CommandFailed, db_option, reported
 
 __all__ = ["otel_command"]
 
@@ -47,7 +47,7 @@ def otel_command(
             InMemorySpanExporter,
         )
 
-        from .otel import export_spans, quiet_sdk_logs, traces_url, unreachable
+        from ..otel import export_spans, quiet_sdk_logs, traces_url, unreachable
     except ImportError as e:
         raise CommandFailed(
             f"OpenTelemetry is not installed ({e}); install it with: pip install 'agentsm[otel]'"
@@ -89,5 +89,5 @@ def otel_command(
     click.echo(f"sent {len(spans)} spans of {len(exported)} run(s) ({ids}) to {url}")
 
 
-if __name__ == "__main__":  # `python -m replay.cli_otel ...` until the group registers it
+if __name__ == "__main__":  # `python -m replay.cli.otel ...`: the command alone
     otel_command.main()  # pragma: no cover
