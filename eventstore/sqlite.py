@@ -660,7 +660,7 @@ class SQLiteEventStore:
         wanted = set(kinds)
         found: list[StoredEvent] = []
         for row in self._rows(sql + " ORDER BY f.id", args):
-            facts = [f for f in unpack([row[1:]], self._name) if f[1] in wanted]
+            facts = [f for f in unpack([row[1:]], self._name, self._names.texts) if f[1] in wanted]
             if since is not None:
                 facts = [f for f in facts if f[5] >= since]
             found += stored_events(row[0], [f[:6] + (f[6] or None,) for f in facts])
@@ -1263,7 +1263,9 @@ class SQLiteEventStore:
                 "ORDER BY seq DESC LIMIT 1), 0) ORDER BY seq LIMIT 1), ?)"
             )
             args += (key, key, upto, upto)
-        return unpack(self._rows(sql + " ORDER BY seq", args), self._name), before
+        return unpack(
+            self._rows(sql + " ORDER BY seq", args), self._name, self._names.texts
+        ), before
 
     def _read2(self, run_id: str, after: int, upto: int | None) -> list[StoredEvent]:
         """`read` of a format-2 log: every event with its hash (those a row does not keep

@@ -84,11 +84,13 @@ def hash_text(stored: bytes | None) -> str | None:
 class Names:
     """The codes of kinds and states (`names` table), kept once read or committed."""
 
-    __slots__ = ("codes", "names")
+    __slots__ = ("codes", "names", "texts")
 
     def __init__(self) -> None:
         self.codes: dict[str, int] = {}
         self.names: dict[int, str] = {}
+        self.texts: dict[Any, str] = {}
+        """Texts made of codes (`unpack`), kept for the next rows read."""
 
     def load(self, conn: sqlite3.Connection) -> None:
         """Read every code the log holds."""
@@ -230,20 +232,14 @@ def _meta_text(state: str | None, step: int | None, rest: str | None) -> str:
 
 
 def _inline(payload: str, codes: dict[str, int]) -> str:
-    """A rider's payload in `more`: a flat object of names as the list of their codes, else
-    the JSON object itself where compact re-encoding gives its very text back, else the text
-    as a JSON string."""
+    """A rider's payload in `more`: a flat object of names as the list of their codes, else its
+    text as a JSON string."""
     named = _named(payload)
     if named is not None:
         return f"[{','.join([str(codes[n]) for n in named])}]"
     found = _INLINE.get(payload)
-    if found is None:
-        try:
-            value = json.loads(payload)
-        except ValueError:
-            value = None
-        exact = isinstance(value, dict) and _compact(value) == payload
-        found = str(_remember(_INLINE, payload, payload if exact else json.dumps(payload)))
+    if found is None:  # as a JSON string: read back as the text itself, nothing to re-encode
+        found = str(_remember(_INLINE, payload, json.dumps(payload, ensure_ascii=False)))
     return found
 
 
@@ -315,41 +311,61 @@ Row = tuple[int, str, int, str, str, float, "str | None"]
 """One fact as (seq, kind, version, payload, meta text, recorded_at, hash)."""
 
 
-def unpack(rows: Iterable[Sequence[Any]], name: Any) -> list[Row]:
+def unpack(rows: Iterable[Sequence[Any]], name: Any, texts: dict[Any, str]) -> list[Row]:
     """The facts of format-2 rows (`FORMAT2_COLUMNS`, in seq order), each as a `Row`; a fact
-    whose hash its row does not store gets `COVERED`. `name(code)` gives a code's name."""
+    whose hash its row does not store gets `COVERED`. `name(code)` gives a code's name;
+    `texts` keeps the texts made of codes (envelopes, flat payloads) for the next rows."""
     out: list[Row] = []
+    append = out.append
     for seq, last, kind, state, step, payload, rest, at, version, more, stored in rows:
-        meta = _meta_text(None if state is None else name(state), step, rest)
+        if state is None:
+            meta = rest if rest is not None else "{}"
+        elif rest is None:
+            meta = texts.get(("m", state, step)) or _text(texts, ("m", state, step), name)
+        else:
+            meta = _meta_text(name(state), step, rest)
         version = 1 if version is None else version
         if more is None:
-            out.append((seq, name(kind), version, payload, meta, at, hash_text(stored)))
+            append((seq, name(kind), version, payload, meta, at, hash_text(stored)))
             continue
-        out.append((seq, name(kind), version, payload, meta, at, COVERED))
-        riders = json.loads(more)
-        for n, rider in enumerate(riders, start=seq + 1):
+        append((seq, name(kind), version, payload, meta, at, COVERED))
+        for n, rider in enumerate(json.loads(more), start=seq + 1):
             given_payload = rider[1]
             if isinstance(given_payload, str):
                 text = given_payload
             elif isinstance(given_payload, list):  # a flat object of names, by their codes
-                pairs = iter([name(c) for c in given_payload])
-                text = _compact(dict(zip(pairs, pairs, strict=True)))
+                codes = tuple(given_payload)
+                text = texts.get(codes) or _text(texts, codes, name)
             else:
                 text = _compact(given_payload)
+            version = 1
             if len(rider) > 2:
                 extra = rider[2]
                 given_meta = extra.get("m")
                 if isinstance(given_meta, list):  # a state's code and a step
-                    meta = _meta_text(name(given_meta[0]), given_meta[1], None)
+                    key = ("m", given_meta[0], given_meta[1])
+                    meta = texts.get(key) or _text(texts, key, name)
                 elif given_meta is not None:
                     meta = given_meta
                 at = extra.get("t", at)
                 version = extra.get("v", 1)
-            else:
-                version = 1
             given = hash_text(stored) if n == last else COVERED
-            out.append((n, name(rider[0]), version, text, meta, at, given))
+            append((n, name(rider[0]), version, text, meta, at, given))
     return out
+
+
+def _text(texts: dict[Any, str], key: tuple[Any, ...], name: Any) -> str:
+    """The text a key of codes stands for, kept in `texts`: `("m", state, step)` an envelope,
+    a tuple of codes a flat object of names."""
+    if len(texts) >= _MEMO:
+        texts.clear()
+    if key[0] == "m":
+        made = _meta_text(name(key[1]), key[2], None)
+    else:
+        pairs = iter([name(c) for c in key])
+        made = _compact(dict(zip(pairs, pairs, strict=True)))
+    texts[key] = made
+    return made
 
 
 def hashed(rows: list[Row], run_id: str, previous: str) -> list[Row]:

@@ -135,7 +135,7 @@ def test_both_formats_give_the_same_facts_the_same_hashes(tmp_path: Path) -> Non
 @pytest.mark.parametrize(
     "edit",
     [
-        "UPDATE facts SET more = replace(more, '\"step\":1', '\"step\":2')",  # a rider's payload
+        "UPDATE facts SET more = replace(more, 'step\\\":1', 'step\\\":2')",  # a rider's payload
         "UPDATE facts SET payload = replace(payload, 'Paris', 'Rome')",  # the answer
         "UPDATE facts SET at = at + 1 WHERE seq = 5",  # a recording time
         "UPDATE facts SET meta = NULL WHERE meta IS NOT NULL AND seq > 4",  # measurements
