@@ -103,6 +103,15 @@ async def _guarded(func: Callable[[], Any], is_async: bool, name: str) -> Settle
         return "error", e
 
 
+async def call_at_once(func: Callable[[], Any]) -> Settled:
+    """What a call that returns at once came to (a fast sync tool), called on this thread; an
+    awaitable it returns is awaited, as `call_with_deadline` does."""
+    kind, result = _settle(func)
+    if kind != "ok" or not inspect.isawaitable(result):
+        return kind, result
+    return await _guarded(lambda: result, True, "")
+
+
 async def call_with_deadline(
     func: Callable[[], Any], *, is_async: bool, name: str, limit: float | None
 ) -> Settled | None:
