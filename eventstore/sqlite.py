@@ -144,6 +144,7 @@ class SQLiteEventStore:
         self._watch_mark: int | None = None
         self._watcher: sqlite3.Connection | None = None
         self._inbox: InboxReader | None = None  # reads the pending messages (`pending`)
+        self._posted = False  # whether this store posted a message (`pending` of a memory log)
         try:
             self._conn = self._connect()
         except sqlite3.DatabaseError as e:
@@ -876,10 +877,14 @@ class SQLiteEventStore:
     def post(self, run_id: str, kind: str, payload: str) -> int:
         """Queue a message for the run (see `Inbox`); returns its number, the run's next."""
         write = post_write(run_id, kind, payload, self._unknown)
+        self._posted = True  # before the write: a reader may look while it commits
         return int(self._transaction(write, f"post a message to run {run_id!r}"))
 
     def pending(self, run_id: str) -> list[InboxMessage]:
-        """The run's messages not taken yet, oldest first (read without waiting for writes)."""
+        """The run's messages not taken yet, oldest first (read without waiting for writes).
+        A log in memory that was never posted to has none (only this store reaches it)."""
+        if not self._posted and self.path == ":memory:":
+            return []
         if self._inbox is None:
             own = self.path != ":memory:"
             self._inbox = InboxReader(
