@@ -748,7 +748,7 @@ class SQLiteEventStore:
         at all, and the cancellation is raised once it is known which."""
         if self._batch_owner == threading.get_ident():
             return self._transaction(write, what, durable=durable)
-        future = self._submit(write, what, durable)
+        future = self._submit(write, what, durable, at_once=not _loop_busy())
         if isinstance(future, Settled) or future.done():  # committed on this thread
             return future.result()
         from .wakeups import committed
@@ -1117,14 +1117,22 @@ class SQLiteEventStore:
         return result
 
     def _submit(
-        self, write: Callable[[sqlite3.Connection], T], what: str, durable: bool
+        self,
+        write: Callable[[sqlite3.Connection], T],
+        what: str,
+        durable: bool,
+        *,
+        at_once: bool = True,
     ) -> concurrent.futures.Future[T] | Settled:
+        """Commit `write`: at once on this thread where it would wait for nothing (and
+        `at_once`: an event loop with many callbacks ready leaves its commits to the writer,
+        which groups them and wakes their waiters a few per turn), else by the writer."""
         if self._closing.is_set():
             raise StoreError(f"Could not {what}: the store {self.path!r} is closed.")
         sync = durable and self._durability == "full" and self.path != ":memory:"
         if not self.threaded:
             return self._writer.commit_now(write, what, sync=sync)
-        if not sync:  # a commit that does not wait for the disk is cheaper than a thread hop
+        if at_once and not sync:  # a commit that does not wait for the disk: no thread hop
             busy = None if self.path == ":memory:" else self.busy_timeout
             done = self._writer.try_now(write, what, busy_timeout=busy)
             if done is not None:
@@ -1410,6 +1418,19 @@ class SQLiteEventStore:
 
 _UNCLOSED: weakref.WeakSet[SQLiteEventStore] = weakref.WeakSet()
 """The stores of files that may be written and are not closed yet."""
+
+
+def _loop_busy() -> bool:
+    """Whether the running event loop has more callbacks ready than `wakeups.BATCH` (many
+    runs going on at once): their commits then go to the writer, grouped, so that the loop's
+    turns stay short (a timer waits for one batch at most). A loop that does not say how many
+    it has (not asyncio's own) is taken as not busy."""
+    import asyncio
+
+    from .wakeups import BATCH
+
+    ready = getattr(asyncio.get_running_loop(), "_ready", None)
+    return ready is not None and len(ready) > BATCH
 
 
 @atexit.register

@@ -213,3 +213,26 @@ def test_a_commit_made_at_once_leaves_the_stores_wait_for_a_lock_as_it_was(tmp_p
     assert store.append("r", 2, [ev("C")]) == 3  # waited for the other process, did not fail
     other.close()
     assert [e.kind for e in store.read("r")] == ["A", "B", "C"]
+
+
+def test_a_busy_loop_leaves_its_commits_to_the_writer_and_an_idle_one_commits_at_once(
+    tmp_path: Path,
+) -> None:
+    def appended(busy: bool) -> bool:
+        """Whether the writer thread was started to commit an awaited append."""
+        store = SQLiteEventStore(tmp_path / f"{busy}.db")
+        store.create_run("r", "task", events=[ev("A")])
+
+        async def main() -> int:
+            if busy:  # many runs going on: more callbacks ready than a batch of wake-ups
+                loop = asyncio.get_running_loop()
+                for _ in range(BATCH * 2):
+                    loop.call_soon(lambda: None)
+            return await store.append_async("r", 1, [ev("B")])
+
+        assert asyncio.run(main()) == 2
+        started = store._writer._thread is not None
+        store.close()
+        return started
+
+    assert appended(busy=True) and not appended(busy=False)
