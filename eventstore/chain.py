@@ -309,7 +309,9 @@ def check_chain(
 ) -> ChainReport:
     """Check a run's events, in order. Events up to seq `unhashed_upto` may lack a hash (they
     were recorded before the store kept hashes); every later one must have the right one.
-    `last_seq`, the catalog's idea of the run's length, catches facts cut off the end."""
+    `last_seq`, the catalog's idea of the run's length, catches facts cut off the end. An event
+    whose hash its store does not keep (`COVERED`) is chained on to the next kept hash; the
+    last event must have one, so that no change to the end of a run goes unchecked."""
     previous = GENESIS
     unhashed = 0
 
@@ -324,10 +326,24 @@ def check_chain(
                 return report(_unhashed(event.seq, event.kind))
             unhashed += 1
             continue
+        if event.hash is COVERED:  # a later kept hash covers it: the last event must have one
+            previous = link(
+                previous,
+                run_id,
+                event.seq,
+                event.kind,
+                event.version,
+                event.payload,
+                event.meta,
+                event.recorded_at,
+            )
+            continue
         expected = hash_of(previous, event)
         if event.hash != expected:
             return report(_changed(event.seq, event.kind))
         previous = event.hash
+    if events and events[-1].hash is COVERED:
+        return report(_unhashed(events[-1].seq, events[-1].kind))
     if last_seq is not None and last_seq > len(events):
         return report(_cut(len(events) + 1, last_seq))
     return report(None)
@@ -361,11 +377,14 @@ class ChainCheck:
     without a hash are taken only before any hashed one (a log begun by an earlier release);
     `unhashed` counts them, and only the store knows how many a run may have (`verify`)."""
 
-    __slots__ = ("previous", "run_id", "seq", "unhashed")
+    __slots__ = ("open", "previous", "run_id", "seq", "unhashed")
 
     def __init__(self, run_id: str, *, seq: int = 0, previous: str = GENESIS) -> None:
         self.run_id, self.seq, self.previous = run_id, seq, previous
         self.unhashed = 0
+        self.open: str | None = None
+        """The kind of the last event checked when its hash was `COVERED` (a kept hash must
+        follow), else None."""
 
     def check(
         self,
@@ -391,7 +410,9 @@ class ChainCheck:
             self.previous = link(
                 self.previous, self.run_id, seq, kind, version, payload, meta, recorded_at
             )
+            self.open = kind
             return
+        self.open = None
         hashed = link if given.startswith(V2) else link_v1
         if hashed(self.previous, self.run_id, seq, kind, version, payload, meta, recorded_at) != (
             given
@@ -401,9 +422,13 @@ class ChainCheck:
 
     def end(self, upto: int, last_seq: int) -> None:
         """Raise `LogTampered` if the events read stop short of seq `upto` (the last one asked
-        for, at most `last_seq`: the catalog's length of the run)."""
+        for, at most `last_seq`: the catalog's length of the run), or at an event whose hash
+        no kept one confirmed (a store reads on to the next kept hash, and the last event of a
+        run keeps one)."""
         if self.seq < upto:
             raise _cut(self.seq + 1, last_seq).error(self.run_id)
+        if self.open is not None:
+            raise _unhashed(self.seq, self.open).error(self.run_id)
 
     def __repr__(self) -> str:
         return f"ChainCheck(run_id={self.run_id!r}, seq={self.seq})"

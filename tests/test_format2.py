@@ -157,6 +157,47 @@ def test_a_change_to_any_fact_of_a_row_is_found(tmp_path: Path, edit: str) -> No
             replay_run(store, "r")
 
 
+def appended(db: Path) -> None:
+    """A run of two appends, each ending in a row with riders (the kept hash on its last one)."""
+    meta = '{"state":"Planning","step":1}'
+    with SQLiteEventStore(db) as store:
+        store.create_run("r", "t", events=[NewEvent("RunStarted", '{"task":"t"}', meta, 1.0)])
+        for last in (1, 4):
+            store.append(
+                "r",
+                last,
+                [
+                    NewEvent("Said", '{"text":"Paris"}', meta, 2.0),
+                    NewEvent("Transitioned", '{"event":"E","to_state":"S"}', meta, 2.0, rides=True),
+                    NewEvent("StepStarted", '{"step":2}', meta, 2.0, rides=True),
+                ],
+            )
+
+
+@pytest.mark.parametrize(
+    "edits",
+    [
+        (  # the hash of the run's last row removed, then a fact it covered changed
+            "UPDATE facts SET hash = NULL WHERE seq = 5",
+            "UPDATE facts SET payload = replace(payload, 'Paris', 'Rome') WHERE seq = 5",
+        ),
+        (  # the last fact taken out of the last row, and the catalog told the run is shorter
+            "UPDATE facts SET more = json_remove(more, '$[#-1]') WHERE seq = 5",
+            "UPDATE runs SET last_seq = 6",
+        ),
+    ],
+)
+def test_a_run_whose_last_row_keeps_no_hash_is_found(tmp_path: Path, edits: tuple[str]) -> None:
+    db = tmp_path / "log.db"
+    appended(db)
+    tamper(db, *edits)
+    with SQLiteEventStore(db) as store:
+        report = store.verify("r")
+        assert not report.ok and "lost its hash" in report.broken.problem  # type: ignore[union-attr]
+        with pytest.raises(LogTampered, match="lost its hash"):
+            list(read_checked(store, "r"))
+
+
 def test_the_database_refuses_to_change_or_misplace_a_row(tmp_path: Path) -> None:
     db = tmp_path / "log.db"
     with SQLiteEventStore(db) as store:
