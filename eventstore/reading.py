@@ -13,6 +13,7 @@ hashes were kept) is checked against the store's own idea of where hashes begin
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
@@ -70,18 +71,29 @@ def _checked(
     upto: int | None,
     read: Callable[[EventStore, str, int, int], Sequence[T]],
     fields: Callable[[T], Row],
-) -> Iterator[T]:
+    made: Callable[[T, str | None], Any] | None = None,
+) -> Iterator[Any]:
+    """The items `read` gives, each checked; with `made`, each made of the item and its hash
+    as the chain has it (the store's, or the one computed where the store keeps none)."""
     last = store.run(run_id).last_seq
     end = last if upto is None else min(upto, last)
     check = ChainCheck(run_id, seq=after, previous=previous)
     while after < end:
-        found = read(store, run_id, after, min(end, after + CHUNK))
+        found: Sequence[Any] = read(store, run_id, after, min(end, after + CHUNK))
         if not found:
             break
-        for item in found:
-            check.check(*fields(item))
+        if made is None:
+            for item in found:
+                check.check(*fields(item))
+        else:
+            out = []
+            for item in found:
+                row = fields(item)
+                check.check(*row)
+                out.append(made(item, None if row[6] is None else check.previous))
+            found = out
         if check.seq > end:  # a store that reads whole rows: those past `end` were only checked
-            found = [item for item in found if fields(item)[0] <= end]
+            found = found[: len(found) - (check.seq - end)]
         yield from found
         after = check.seq
     check.end(end, last)
@@ -115,5 +127,16 @@ def events_checked(
     previous: str = GENESIS,
     upto: int | None = None,
 ) -> Iterator[StoredEvent]:
-    """`read_checked`, giving stored events (`EventStore.read`)."""
+    """`read_checked`, giving stored events (as `EventStore.read` gives them). A store that
+    reads bare rows is read so, each event's hash the one the chain checked: a store that keeps
+    a hash for a group of events only (log format 2) is read on to that hash and checked there,
+    also where the events asked for end before it."""
+    if isinstance(store, ChainedReader):
+
+        def made(row: Row, hash_: str | None) -> StoredEvent:
+            seq, kind, version, payload, meta, at, _ = row
+            parsed = json.loads(meta) if isinstance(meta, str) else meta
+            return StoredEvent(run_id, seq, kind, payload, parsed, at, version, hash_)
+
+        return _checked(store, run_id, after, previous, upto, _rows, _row, made)
     return _checked(store, run_id, after, previous, upto, _events, _fields)

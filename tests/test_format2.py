@@ -23,7 +23,7 @@ from agentsm import (
 from agentsm.memory import fold_with_state
 from eventstore import LogTampered, NewEvent, SQLiteEventStore, StoreError
 from eventstore.migrations import FORMAT1, LATEST
-from eventstore.reading import read_checked
+from eventstore.reading import events_checked, read_checked
 from replay import Recording, replay_run
 from replay.cli import main
 
@@ -100,6 +100,8 @@ def test_every_fact_reads_back_as_written_from_any_point(tmp_path: Path) -> None
                     read_checked(store, "r", after=after, previous=previous or "", upto=upto)
                 )
                 assert [c[0] for c in checked] == list(range(after + 1, upto + 1))
+                events = events_checked(store, "r", after=after, previous=previous, upto=upto)
+                assert list(events) == full[after:upto]
 
 
 def test_both_formats_give_the_same_facts_the_same_hashes(tmp_path: Path) -> None:
@@ -196,6 +198,22 @@ def test_a_run_whose_last_row_keeps_no_hash_is_found(tmp_path: Path, edits: tupl
         assert not report.ok and "lost its hash" in report.broken.problem  # type: ignore[union-attr]
         with pytest.raises(LogTampered, match="lost its hash"):
             list(read_checked(store, "r"))
+        with pytest.raises(LogTampered, match="lost its hash"):
+            list(events_checked(store, "r"))
+
+
+def test_a_checked_read_that_ends_inside_an_append_checks_on_to_its_kept_hash(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "log.db"
+    appended(db)  # facts 2 to 4 one append, its hash kept with fact 4
+    tamper(db, "UPDATE facts SET payload = replace(payload, 'Paris', 'Rome') WHERE seq = 2")
+    with SQLiteEventStore(db) as store:
+        for upto in (2, 3):
+            with pytest.raises(LogTampered, match="seq 4"):
+                list(events_checked(store, "r", upto=upto))
+            with pytest.raises(LogTampered, match="seq 4"):
+                list(read_checked(store, "r", upto=upto))
 
 
 def test_the_database_refuses_to_change_or_misplace_a_row(tmp_path: Path) -> None:
