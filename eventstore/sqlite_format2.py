@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 import re
 import sqlite3
 from collections.abc import Iterable, Sequence
@@ -257,7 +258,9 @@ def insert_rows(
 ) -> None:
     """Insert `events` after seq `after` of run `run_id` (key `key`) as format-2 rows, the
     hash chain continued from the row before; only the last row keeps its hash (and a fact
-    of an earlier release's version-1 hash, in a row of its own, keeps its own)."""
+    of an earlier release's version-1 hash, in a row of its own, keeps its own). A fact
+    recorded at a time JSON cannot hold (infinite) takes a row of its own, its time a
+    column's."""
     row = conn.execute(
         "SELECT hash FROM facts WHERE run = ? AND seq <= ? ORDER BY seq DESC LIMIT 1",
         (key, after),
@@ -269,7 +272,7 @@ def insert_rows(
     last_meta = last_at = None
     for seq, e in enumerate(events, start=after + 1):
         previous = chained(previous, run_id, seq, e)
-        if e.rides and current is not None and e.chain == 2:
+        if e.rides and current is not None and e.chain == 2 and math.isfinite(e.recorded_at):
             extra: list[str] = []
             if e.meta != last_meta:
                 state, step, rest = _envelope(e.meta, codes)

@@ -5,6 +5,7 @@ only when asked (`upgrade`, `agentsm migrate`)."""
 
 from __future__ import annotations
 
+import math
 import shutil
 import sqlite3
 from pathlib import Path
@@ -132,6 +133,26 @@ def test_both_formats_give_the_same_facts_the_same_hashes(tmp_path: Path) -> Non
     one, two = (s.read("r") for s in stores)
     assert one == two
     assert [e.payload for e in two] == [e.payload for e in events]
+
+
+def test_a_fact_recorded_at_an_infinite_time_reads_back(tmp_path: Path) -> None:
+    meta = '{"state":"Planning","step":1}'
+    events = [
+        NewEvent("RunStarted", '{"task":"t"}', meta, 1.0),
+        NewEvent("Note", '{"n":1}', meta, 2.0),
+        NewEvent("Transitioned", '{"event":"E","to_state":"S"}', meta, math.inf, rides=True),
+        NewEvent("Transitioned", '{"event":"E","to_state":"S"}', meta, -math.inf, rides=True),
+    ]
+    db = tmp_path / "log.db"
+    with SQLiteEventStore(db) as store:
+        store.create_run("r", "t", events=events[:1])
+        store.append("r", 1, events[1:])
+    with SQLiteEventStore(db) as store:
+        assert [e.recorded_at for e in store.read("r")] == [1.0, 2.0, math.inf, -math.inf]
+        assert store.verify("r").ok and len(list(read_checked(store, "r"))) == 4
+    conn = sqlite3.connect(db)
+    assert conn.execute("SELECT COUNT(*) FROM events").fetchone()[0] == 4
+    conn.close()
 
 
 @pytest.mark.parametrize(
