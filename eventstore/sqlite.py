@@ -646,6 +646,9 @@ class SQLiteEventStore:
 
     def _events_of2(self, kinds: Sequence[str], since: float | None) -> list[StoredEvent]:
         """`events_of` in a format-2 log (a hash its row does not keep is None here)."""
+        if any(k not in self._names.codes for k in kinds):  # named since this store read them?
+            with self._lock:
+                self._names.load(self._conn)
         codes = [self._names.codes[k] for k in kinds if k in self._names.codes]
         if not codes:
             return []

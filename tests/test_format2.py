@@ -310,6 +310,18 @@ def test_sql_readers_see_one_row_per_fact_and_search_finds_words(tmp_path: Path)
     assert "[museums]" in found[0][3] and "[Lyon]" in found[0][3]
 
 
+def test_a_store_opened_before_a_run_was_recorded_finds_its_facts_by_kind(tmp_path: Path) -> None:
+    db = tmp_path / "log.db"
+    with SQLiteEventStore(db) as reader:  # a long-lived reader: it knows no kind yet
+        with SQLiteEventStore(db) as writer:
+            record(writer)
+            facts = writer.read("r")
+            kinds = sorted({e.kind for e in facts})
+            found = writer.events_of(kinds)
+        assert [(e.seq, e.kind) for e in found] == [(e.seq, e.kind) for e in facts]
+        assert reader.events_of(kinds) == found
+
+
 def test_agentsm_migrate_backs_up_converts_and_says_when_there_is_nothing_to_do(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
