@@ -137,6 +137,8 @@ _MEMO = 4096
 _NAMED: dict[str, list[str] | None] = {}
 _ENVELOPES: dict[str, tuple[str | None, int | None, str | None]] = {}
 _INLINE: dict[str, str] = {}
+_UNSEEN: list[str] = []
+"""What `_NAMED` gives for a text it does not hold (compared by identity)."""
 
 
 def _remember(memo: dict[str, Any], text: str, value: Any) -> Any:
@@ -149,8 +151,9 @@ def _remember(memo: dict[str, Any], text: str, value: Any) -> Any:
 def _named(payload: str) -> list[str] | None:
     """A payload that is a flat object of names (`{"event":"Continue","to_state":"Planning"}`)
     as its keys and values in order, where compact JSON of them gives its very text back."""
-    if payload in _NAMED:
-        return _NAMED[payload]
+    seen = _NAMED.get(payload, _UNSEEN)  # one look-up: another thread may clear the memo
+    if seen is not _UNSEEN:
+        return seen
     found: list[str] | None = None
     if payload.startswith('{"'):
         try:

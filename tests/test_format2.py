@@ -9,6 +9,7 @@ import math
 import shutil
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -22,7 +23,7 @@ from agentsm import (
     tool,
 )
 from agentsm.memory import fold_with_state
-from eventstore import LogTampered, NewEvent, SQLiteEventStore, StoreError
+from eventstore import LogTampered, NewEvent, SQLiteEventStore, StoreError, sqlite_format2
 from eventstore.migrations import FORMAT1, LATEST
 from eventstore.reading import events_checked, read_checked
 from replay import Recording, replay_run
@@ -153,6 +154,26 @@ def test_a_fact_recorded_at_an_infinite_time_reads_back(tmp_path: Path) -> None:
     conn = sqlite3.connect(db)
     assert conn.execute("SELECT COUNT(*) FROM events").fetchone()[0] == 4
     conn.close()
+
+
+def test_an_append_does_not_fail_when_another_thread_starts_the_texts_memo_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    class Cleared(dict[str, Any]):
+        """A memo that another thread starts again right after each look-up."""
+
+        def __contains__(self, key: object) -> bool:
+            found = super().__contains__(key)
+            self.clear()
+            return found
+
+    monkeypatch.setattr(sqlite_format2, "_NAMED", Cleared())
+    meta = '{"state":"Planning","step":1}'
+    ride = NewEvent("Transitioned", '{"event":"E","to_state":"S"}', meta, 1.0, rides=True)
+    with SQLiteEventStore(tmp_path / "log.db") as store:
+        store.create_run("r", "t", events=[NewEvent("RunStarted", "{}", meta, 1.0), ride])
+        store.append("r", 2, [NewEvent("Note", "{}", meta, 1.0), ride])
+        assert [e.payload for e in store.read("r")][1::2] == [ride.payload] * 2
 
 
 @pytest.mark.parametrize(
