@@ -204,6 +204,11 @@ class SQLiteEventStore:
             )
         if isinstance(e, sqlite3.OperationalError) and "unable to open" in str(e):
             return StoreError(f"Cannot open {self.path!r} ({e}); check the path and permissions.")
+        if _disk_error(e):  # the file is as it was: what failed rolled back
+            return StoreError(
+                f"Could not read or write {self.path!r} ({e}): its disk may be full or failing. "
+                "The log keeps all it committed; make room (or check the disk), then try again."
+            )
         return NotAnEventLog(
             f"{self.path!r} is not a usable SQLite database: damaged or not SQLite at all "
             f"({e}). Point to an agentsm event log or a new file, or restore it from a backup."
@@ -1386,6 +1391,12 @@ class SQLiteEventStore:
         except sqlite3.DatabaseError as e:
             copy.close()
             target.unlink(missing_ok=True)
+            if _disk_error(e):
+                raise StoreError(
+                    f"Could not back up {self.path!r} into {str(target)!r} ({e}): a disk may be "
+                    "full or failing. The log is unchanged and no copy was left; make room "
+                    "where the copy goes (or check the disk), then try again."
+                ) from e
             raise self._unusable(e) from e
         copy.close()
 
@@ -1479,6 +1490,12 @@ def _insert(conn: sqlite3.Connection, run_id: str, after: int, events: Sequence[
         "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
         rows,
     )
+
+
+def _disk_error(e: sqlite3.Error) -> bool:
+    """Whether SQLite failed for want of space or at the disk (not a damaged file)."""
+    name = getattr(e, "sqlite_errorname", "")
+    return name == "SQLITE_FULL" or name.startswith("SQLITE_IOERR")
 
 
 def _summary_row(summary: RunSummary) -> tuple[Any, ...]:

@@ -5,9 +5,12 @@ only when asked (`upgrade`, `agentsm migrate`)."""
 
 from __future__ import annotations
 
+import json
 import math
 import shutil
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -362,6 +365,36 @@ def test_agentsm_migrate_backs_up_converts_and_says_when_there_is_nothing_to_do(
     assert "No log at" in capsys.readouterr().err
     assert main(["--db", "postgresql://u@127.0.0.1:1/x", "migrate"]) == 2
     assert "PostgreSQL" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="a limit on the size of files is POSIX")
+def test_a_disk_that_takes_no_more_is_said_so_and_the_log_loses_nothing(tmp_path: Path) -> None:
+    db = tmp_path / "log.db"
+    with SQLiteEventStore(db, log_format=1) as store:
+        store.create_run(
+            "r", "t", events=[NewEvent("RunStarted", json.dumps({"task": "x" * 10**5}))]
+        )
+    script = (  # no file may grow past 60,000 bytes, as on a disk that is full
+        "import resource, signal, sys\n"
+        "from eventstore import SQLiteEventStore\n"
+        "from replay.cli import main\n"
+        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (60000, 60000))\n"
+        "print('migrate', main(['--db', sys.argv[1], 'migrate']))\n"
+        "with SQLiteEventStore(sys.argv[1]) as store:\n"
+        "    try:\n"
+        "        store.compact()\n"
+        "    except Exception as e:\n"
+        "        print(type(e).__name__, e)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script, str(db)], capture_output=True, text=True)
+    assert "migrate 2" in done.stdout, done.stderr
+    assert "Could not back up" in done.stderr and "a disk may be full" in done.stderr
+    assert "StoreError Could not read or write" in done.stdout and "may be full" in done.stdout
+    assert "damaged" not in done.stdout + done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir() if ".format1-" in p.name) == []
+    with SQLiteEventStore(db, create=False) as store:
+        assert store.log_format == 1 and store.verify("r").ok
 
 
 def test_a_read_only_store_cannot_upgrade(tmp_path: Path) -> None:
