@@ -66,7 +66,11 @@ class UnknownRun(StoreError):
     def __init__(self, run_id: str, known: list[str]) -> None:
         self.run_id = run_id
         self.closest = known
-        hint = f" Closest ids: {', '.join(known)}." if known else " The store has no such run."
+        hint = (
+            f" Closest ids: {', '.join(known)}."
+            if known
+            else " The store has no such run (`agentsm runs` lists the ids it has)."
+        )
         super().__init__(f"Unknown run id {run_id!r}.{hint}")
 
 

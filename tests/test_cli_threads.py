@@ -165,3 +165,19 @@ def test_thread_options_are_checked(tmp_path: Path, capsys: pytest.CaptureFixtur
     ):
         code, _, err = run(capsys, *args, "--db", str(db))
         assert code == 2 and said in err, (args, err)
+
+
+def test_chat_says_how_to_answer_a_turn_that_asks_a_person(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "chat.db"
+    sys.stdin = io.StringIO("ask me where\nnever sent\n")
+    asking = f"{ROOT / 'tests' / 'outside_agent.py'}:make_agent"
+    try:
+        code, _, err = run(capsys, "chat", "--builder", asking, "--db", str(db), "--thread", "q")
+    finally:
+        sys.stdin = sys.__stdin__
+    assert code == 3
+    assert "waiting: ask_human" in err and "Which city?" in err
+    assert "answer it (agentsm answer q-1 TEXT)" in err and "approve" not in err
+    assert "the lines after this one were not sent" in err

@@ -304,6 +304,9 @@ def test_a_question_is_answered_over_http_and_the_turn_goes_on(tmp_path: Path) -
             asked = await post_events(client, "/threads/q/messages", {"text": "ask me"})
             thread = (await client.get("/threads/q")).json()
             busy = await client.post("/threads/q/messages", json={"text": "hello?"})
+            approving = await client.post("/threads/q/decision", json={"verdict": "approved"})
+            assert approving.status_code == 409
+            assert "answer it (POST /threads/q/answer)" in approving.json()["detail"]
             answered = await post_events(client, "/threads/q/answer", {"text": "Lyon"})
             return asked, thread, busy, answered
 

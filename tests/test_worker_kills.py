@@ -142,7 +142,9 @@ def test_a_run_whose_worker_is_killed_finishes_on_another_under_the_tail(
             )
             processes.append(follower)
             deadline = time.monotonic() + 120
-            while [e.kind for e in store.read(run_id)][-1] != "ToolCallStarted":
+            while [e.kind for e in store.read(run_id)][-1] != "ToolCallStarted" or not (
+                ledger.exists() and ledger.read_text().endswith("\n")
+            ):  # its start recorded, and the payment written: it sleeps in its payment now
                 assert time.monotonic() < deadline and first.poll() is None
                 time.sleep(0.05)
             record = store.run(run_id)
@@ -161,6 +163,8 @@ def test_a_run_whose_worker_is_killed_finishes_on_another_under_the_tail(
             for p in processes:
                 p.kill()
                 p.wait(timeout=60)
+                if p.stdout is not None:
+                    p.stdout.close()
     assert follower.returncode == 0 and store.run(run_id).status == "done"
     seqs = [int(line.split()[0]) for line in out.splitlines()]
     assert seqs == list(range(1, store.run(run_id).last_seq + 1))  # every fact, once, in order

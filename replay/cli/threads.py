@@ -90,9 +90,16 @@ def chat(thread_id: str | None, builder: str | None) -> None:
             for request in e.requests:
                 call = f"{request.call.name}({json.dumps(request.call.args, ensure_ascii=False)})"
                 click.echo(printable(f"waiting: {call} — {request.reason}"), err=True)
+            asked = any(request.kind == "question" for request in e.requests)
+            how = (
+                f"answer it (agentsm answer {shown(e.run_id)} TEXT)"
+                if asked
+                else f"decide it (agentsm approve {shown(e.run_id)})"
+            )
             click.echo(
-                f"agentsm: turn {len(thread.runs)} waits for a human: decide it (agentsm approve "
-                f"{shown(e.run_id)}), resume it, then chat --thread {shown(thread.id)} again.",
+                f"agentsm: turn {len(thread.runs)} waits for a human: {how}, resume it, then "
+                f"chat --thread {shown(thread.id)} again; the lines after this one were not "
+                "sent.",
                 err=True,
             )
             sys.exit(3)

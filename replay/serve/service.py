@@ -177,8 +177,11 @@ class Service:
             raise Refused("A `modified` decision needs `args`: the call's new arguments.")
         try:
             decide(self.store, record.run_id, verdict, args=args, call_id=call, note=note)
-        except ValueError as e:
-            raise Refused(one_line(e)) from e
+        except ValueError as e:  # said for the command line: here, the endpoint to use
+            said = one_line(e).replace(
+                f"agentsm answer {record.run_id} TEXT", f"POST /threads/{thread_id}/answer"
+            )
+            raise Refused(said) from e
         return self._go_on(thread_id, record, pending_requests(self.store, record.run_id))
 
     async def resume(self, thread_id: str) -> Drive:
