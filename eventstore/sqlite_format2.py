@@ -35,6 +35,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .chain import COVERED, GENESIS, V2, chained, link
+from .errors import StoreError
 from .records import NewEvent, StoredEvent
 
 if TYPE_CHECKING:
@@ -461,8 +462,23 @@ def create_format2(db: sqlite_utils.Database) -> None:
 
 
 def _move_events(db: sqlite_utils.Database) -> None:
-    """Copy format 1's events into `facts`, one to a row, each with its own hash."""
+    """Copy format 1's events into `facts`, one to a row, each with its own hash; facts of a
+    run the catalog lacks (which `facts` has no key for) stop the migration, nothing changed."""
     conn = db.conn
+    lost = [
+        r[0]
+        for r in conn.execute(
+            "SELECT DISTINCT run_id FROM events WHERE run_id NOT IN (SELECT run_id FROM runs) "
+            "ORDER BY run_id LIMIT 4"
+        )
+    ]
+    if lost:
+        raise StoreError(
+            f"Facts of runs missing from the catalog (table runs): {', '.join(map(repr, lost[:3]))}"
+            f"{' and more' if len(lost) > 3 else ''}. Format 2 keeps a run's facts under its "
+            "catalog entry, so the log was left in format 1, as it was; add those runs to the "
+            "catalog first."
+        )
     names = Names()
     columns = {r[1] for r in conn.execute("PRAGMA table_info(events)")}
     hashes = "e.hash" if "hash" in columns else "NULL"

@@ -240,7 +240,7 @@ def test_a_run_whose_last_row_keeps_no_hash_is_found(tmp_path: Path, edits: tupl
     tamper(db, *edits)
     with SQLiteEventStore(db) as store:
         report = store.verify("r")
-        assert not report.ok and "lost its hash" in report.broken.problem  # type: ignore[union-attr]
+        assert report.broken is not None and "lost its hash" in report.broken.problem
         with pytest.raises(LogTampered, match="lost its hash"):
             list(read_checked(store, "r"))
         with pytest.raises(LogTampered, match="lost its hash"):
@@ -303,6 +303,21 @@ def test_a_format1_log_is_converted_only_when_asked_and_then_reads_and_goes_on(
         assert store.verify("old").ok and len(store.read("old")) == last + 2
         record(store, "new")
         assert store.verify("new").ok
+
+
+def test_facts_of_a_run_missing_from_the_catalog_keep_a_log_in_format_1(tmp_path: Path) -> None:
+    db = tmp_path / "log.db"
+    with SQLiteEventStore(db, log_format=1) as store:
+        record(store, "kept")
+        record(store, "gone")
+    tamper(db, "DELETE FROM runs WHERE run_id = 'gone'")  # its facts stay in events
+    with SQLiteEventStore(db) as store:
+        with pytest.raises(StoreError, match="'gone'.*left in format 1"):
+            store.upgrade()
+        assert store.log_format == 1 and store.verify("kept").ok
+    conn = sqlite3.connect(db)
+    assert conn.execute("SELECT COUNT(*) FROM events WHERE run_id = 'gone'").fetchone()[0] > 0
+    conn.close()
 
 
 def test_a_log_of_the_first_release_upgrades_and_replays_identical(tmp_path: Path) -> None:
