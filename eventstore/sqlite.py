@@ -663,8 +663,8 @@ class SQLiteEventStore:
             f"({', '.join('?' * len(codes))}) OR f.more IS NOT NULL)"
         )
         args: tuple[Any, ...] = tuple(codes)
-        if since is not None:
-            sql += " AND f.at >= ?"
+        if since is not None:  # a row's later facts may be recorded after its first
+            sql += " AND (f.at >= ? OR f.more IS NOT NULL)"
             args += (since,)
         wanted = set(kinds)
         found: list[StoredEvent] = []

@@ -361,6 +361,22 @@ def test_a_store_opened_before_a_run_was_recorded_finds_its_facts_by_kind(tmp_pa
         assert reader.events_of(kinds) == found
 
 
+@pytest.mark.parametrize("log_format", [1, 2])
+def test_facts_by_kind_since_a_time_include_those_a_row_holds(
+    tmp_path: Path, log_format: int
+) -> None:
+    meta = '{"state":"Planning","step":1}'
+    events = [
+        NewEvent("RunStarted", '{"task":"t"}', meta, 1.0),
+        NewEvent("Note", '{"n":1}', meta, 1.0),
+        NewEvent("Transitioned", '{"event":"E","to_state":"S"}', meta, 5.0, rides=True),
+    ]
+    with SQLiteEventStore(tmp_path / "log.db", log_format=log_format) as store:
+        store.create_run("r", "t", events=events)
+        found = store.events_of(["Note", "Transitioned"], since=3.0)
+        assert [(e.seq, e.kind, e.recorded_at) for e in found] == [(3, "Transitioned", 5.0)]
+
+
 def test_agentsm_migrate_backs_up_converts_and_says_when_there_is_nothing_to_do(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
