@@ -399,7 +399,10 @@ def create_format2(db: sqlite_utils.Database) -> None:
     facts at the next search."""
     db.execute("CREATE TABLE names (code INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE)")
     db.execute("ALTER TABLE runs ADD COLUMN key INTEGER")
-    db.execute("UPDATE runs SET key = (SELECT COUNT(*) FROM runs AS r WHERE r.rowid <= runs.rowid)")
+    db.execute(  # 1, 2, 3 ... in the order the runs were added, in one pass over the catalog
+        "UPDATE runs SET key = n.key FROM (SELECT rowid AS id, ROW_NUMBER() OVER "
+        "(ORDER BY rowid) AS key FROM runs) AS n WHERE n.id = runs.rowid"
+    )
     db.execute("CREATE UNIQUE INDEX runs_key ON runs (key)")
     db.execute(
         "CREATE TRIGGER runs_give_key AFTER INSERT ON runs WHEN NEW.key IS NULL BEGIN "

@@ -27,7 +27,7 @@ from agentsm import (
 )
 from agentsm.memory import fold_with_state
 from eventstore import LogTampered, NewEvent, SQLiteEventStore, StoreError, sqlite_format2
-from eventstore.migrations import FORMAT1, LATEST
+from eventstore.migrations import FORMAT1, LATEST, migrate
 from eventstore.reading import events_checked, read_checked
 from replay import Recording, replay_run
 from replay.cli import main
@@ -318,6 +318,34 @@ def test_facts_of_a_run_missing_from_the_catalog_keep_a_log_in_format_1(tmp_path
     conn = sqlite3.connect(db)
     assert conn.execute("SELECT COUNT(*) FROM events WHERE run_id = 'gone'").fetchone()[0] > 0
     conn.close()
+
+
+def test_runs_get_their_keys_in_one_pass_over_the_catalog(tmp_path: Path) -> None:
+    import sqlite_utils
+
+    db = tmp_path / "log.db"
+    SQLiteEventStore(db, log_format=1).close()
+    conn = sqlite3.connect(db, isolation_level=None)
+    conn.executemany(
+        "INSERT INTO runs (run_id, task, status, created_at, updated_at) VALUES (?, '', '', 0, 0)",
+        [(f"run-{n:05d}",) for n in range(3000)],
+    )
+    work = [0]  # thousands of SQLite instructions the conversion takes
+
+    def count() -> int:
+        work[0] += 1
+        return 0
+
+    conn.set_progress_handler(count, 1000)
+    conn.execute("BEGIN IMMEDIATE")
+    migrate(sqlite_utils.Database(conn), FORMAT1)
+    conn.execute("COMMIT")
+    conn.set_progress_handler(None, 0)
+    assert [k for (k,) in conn.execute("SELECT key FROM runs ORDER BY rowid")] == list(
+        range(1, 3001)
+    )
+    conn.close()
+    assert work[0] < 3000  # a few instructions a run, not a pass over the catalog for each
 
 
 def test_a_log_of_the_first_release_upgrades_and_replays_identical(tmp_path: Path) -> None:
