@@ -1236,13 +1236,14 @@ class SQLiteEventStore:
         return int(rows[0][0]) if rows else None
 
     def _name(self, code: int) -> str:
-        """The kind or state a code of a format-2 log stands for."""
+        """The kind or state a code of a format-2 log stands for; `?code` for a code the log no
+        longer names (removed from `names`): no fact has that name, so its hash breaks there."""
         found = self._names.names.get(code)
         if found is None:
             with self._lock:
                 self._names.load(self._conn)
-            found = self._names.names[code]
-        return found
+            found = self._names.names.get(code)
+        return f"?{code}" if found is None else found
 
     def _facts(
         self, run_id: str, after: int, upto: int | None, *, from_kept: bool = False

@@ -261,6 +261,22 @@ def test_a_checked_read_that_ends_inside_an_append_checks_on_to_its_kept_hash(
                 list(read_checked(store, "r", upto=upto))
 
 
+def test_a_name_removed_from_the_names_table_breaks_the_chain_where_it_was_used(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "log.db"
+    appended(db)
+    conn = sqlite3.connect(db)  # no trigger guards the names: a user's SQL may remove one
+    conn.execute("DELETE FROM names WHERE name = 'Said'")
+    conn.commit()
+    conn.close()
+    with SQLiteEventStore(db) as store:
+        broken = store.verify("r").broken
+        assert broken is not None and broken.seq == 4  # the first kept hash after it
+        with pytest.raises(LogTampered, match="seq 4"):
+            list(read_checked(store, "r"))
+
+
 def test_the_database_refuses_to_change_or_misplace_a_row(tmp_path: Path) -> None:
     db = tmp_path / "log.db"
     with SQLiteEventStore(db) as store:
