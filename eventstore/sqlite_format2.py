@@ -456,6 +456,11 @@ def create_format2(db: sqlite_utils.Database) -> None:
         "SELECT RAISE(ABORT, 'runs: a run that has facts cannot change its id'); END"
     )
     db.execute(_EVENTS_VIEW)
+    for action in ("UPDATE", "DELETE"):
+        db.execute(
+            f"CREATE TRIGGER names_refuse_{action.lower()} BEFORE {action} ON names BEGIN "
+            f"SELECT RAISE(ABORT, 'names are append-only: {action} is refused'); END"
+        )
     if "events_words" in db.table_names():  # rowids were the events': index the facts anew
         db.execute("DROP TABLE events_words")
         db.execute(
@@ -514,7 +519,8 @@ _EVENTS_VIEW = """CREATE VIEW events (run_id, seq, kind, payload, meta, recorded
 hash) AS
 SELECT r.run_id, f.seq, k.name, f.payload,
        CASE WHEN f.state IS NULL THEN COALESCE(f.meta, '{}')
-            ELSE json_patch(json_object('state', s.name, 'step', f.step), COALESCE(f.meta, '{}'))
+            ELSE '{"state":' || json_quote(s.name) || ',"step":' || f.step
+                 || CASE WHEN f.meta IS NULL THEN '}' ELSE ',' || substr(f.meta, 2) END
        END,
        f.at, COALESCE(f.version, 1), CASE WHEN f.more IS NULL THEN f.hash END
 FROM facts f JOIN runs r ON r.key = f.run JOIN names k ON k.code = f.kind
@@ -527,9 +533,15 @@ SELECT r.run_id, f.seq + j.key + 1, k.name,
                 ON b.key = a.key + 1 AND a.key % 2 = 0
                 JOIN names k ON k.code = a.value JOIN names v ON v.code = b.value)
             ELSE j.value -> '$[1]' END,
-       NULL, f.at, COALESCE(j.value ->> '$[2].v', 1), NULL
+       NULL,
+       COALESCE((SELECT t.value ->> '$[2].t' FROM json_each(f.more) t
+                 WHERE t.key <= j.key AND t.value ->> '$[2].t' IS NOT NULL
+                 ORDER BY t.key DESC LIMIT 1), f.at),
+       COALESCE(j.value ->> '$[2].v', 1),
+       CASE WHEN f.seq + j.key + 1 = f.last THEN f.hash END
 FROM facts f JOIN runs r ON r.key = f.run, json_each(f.more) j
 JOIN names k ON k.code = j.value ->> '$[0]'
 """
-"""For SQL readers: one row per fact as format 1 stored them (kind, payload, recorded_at; the
-envelope of the row's first fact, and a hash where the row stores it). agentsm reads `facts`."""
+"""For SQL readers: one row per fact as format 1 stored them (kind, payload, recorded_at,
+version; the envelope of a row's first fact, NULL for the facts that follow it; the hash where
+a row keeps it). agentsm reads `facts`."""

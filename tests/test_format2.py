@@ -266,10 +266,7 @@ def test_a_name_removed_from_the_names_table_breaks_the_chain_where_it_was_used(
 ) -> None:
     db = tmp_path / "log.db"
     appended(db)
-    conn = sqlite3.connect(db)  # no trigger guards the names: a user's SQL may remove one
-    conn.execute("DELETE FROM names WHERE name = 'Said'")
-    conn.commit()
-    conn.close()
+    tamper(db, "DELETE FROM names WHERE name = 'Said'")  # its trigger dropped first
     with SQLiteEventStore(db) as store:
         broken = store.verify("r").broken
         assert broken is not None and broken.seq == 4  # the first kept hash after it
@@ -289,6 +286,8 @@ def test_the_database_refuses_to_change_or_misplace_a_row(tmp_path: Path) -> Non
         "INSERT INTO facts (run, seq, last, kind, payload, at) VALUES (99, 1, 1, 1, '{}', 0)",
         "UPDATE runs SET key = 7",
         "DELETE FROM runs",
+        "UPDATE names SET name = 'Forged' WHERE code = 1",
+        "DELETE FROM names",
     ):
         with pytest.raises(sqlite3.DatabaseError):
             conn.execute(sql)
@@ -387,8 +386,14 @@ def test_sql_readers_see_one_row_per_fact_and_search_finds_words(tmp_path: Path)
         facts = store.read("r")
         found = store.search("museums Lyon")
     conn = sqlite3.connect(db)
-    rows = conn.execute("SELECT run_id, seq, kind, payload FROM events ORDER BY seq").fetchall()
-    assert rows == [("r", e.seq, e.kind, e.payload) for e in facts]
+    rows = conn.execute(
+        "SELECT run_id, seq, kind, payload, recorded_at, version FROM events ORDER BY seq"
+    ).fetchall()
+    assert rows == [("r", e.seq, e.kind, e.payload, e.recorded_at, e.version) for e in facts]
+    metas = conn.execute("SELECT seq, meta FROM events WHERE meta IS NOT NULL").fetchall()
+    assert metas and all(json.loads(meta) == facts[seq - 1].meta for seq, meta in metas)
+    kept = conn.execute("SELECT COUNT(*) FROM events WHERE hash IS NOT NULL").fetchone()[0]
+    assert kept == conn.execute("SELECT COUNT(*) FROM facts WHERE hash IS NOT NULL").fetchone()[0]
     assert found and found[0][0] == "r" and found[0][2] == "ToolExecuted"
     assert "[museums]" in found[0][3] and "[Lyon]" in found[0][3]
 
@@ -481,3 +486,22 @@ def test_a_read_only_store_cannot_upgrade(tmp_path: Path) -> None:
         pytest.raises(StoreError, match="read-only"),
     ):
         store.upgrade()
+
+
+def test_agentsm_migrate_refuses_a_changed_log_and_backs_up_an_old_one_as_it_was(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    changed = tmp_path / "changed.db"
+    with SQLiteEventStore(changed, log_format=1) as store:
+        record(store)
+    tamper(changed, "UPDATE events SET payload = replace(payload, 'Paris', 'Rome')")
+    assert main(["--db", str(changed), "migrate"]) == 2
+    assert "do not verify" in capsys.readouterr().err
+    with SQLiteEventStore(changed, read_only=True) as store:
+        assert store.log_format == 1  # nothing converted
+    old = tmp_path / "legacy.db"
+    shutil.copy(LEGACY, old)
+    version = sqlite3.connect(old).execute("PRAGMA user_version").fetchone()[0]
+    assert main(["--db", str(old), "migrate", "--backup", str(tmp_path / "as-it-was.db")]) == 0
+    copy = sqlite3.connect(tmp_path / "as-it-was.db")
+    assert copy.execute("PRAGMA user_version").fetchone()[0] == version < FORMAT1
