@@ -157,13 +157,31 @@ class SQLiteEventStore:
             self._open_schema(create and not read_only)
             if self.path != ":memory:" and not read_only:
                 # only now is the file known to be an agentsm log: a foreign one is never touched
-                self._conn.execute("PRAGMA journal_mode = WAL")
+                self._into_wal()
                 self._conn.execute("PRAGMA synchronous = NORMAL")
         except BaseException as e:
             self._conn.close()
             if isinstance(e, sqlite3.DatabaseError):
                 raise self._unusable(e) from e
             raise
+
+    def _into_wal(self) -> None:
+        """Put the log in WAL mode. Many processes opening one new file at once all ask: the
+        change needs the file to itself, and SQLite may refuse it at once (without waiting as
+        its busy handler would) while others hold it; then it is asked again, until another
+        process made the change or `busy_timeout` seconds have passed."""
+        deadline = time.monotonic() + self.busy_timeout
+        while True:
+            try:
+                self._conn.execute("PRAGMA journal_mode = WAL")
+                return
+            except sqlite3.OperationalError:
+                mode = self._conn.execute("PRAGMA journal_mode").fetchone()[0]
+                if str(mode).lower() == "wal":
+                    return  # another process made the change
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.01)
 
     def _connect(self) -> sqlite3.Connection:
         def connect(target: str, uri: bool = False) -> sqlite3.Connection:
