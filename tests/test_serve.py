@@ -56,7 +56,7 @@ from replay import replay_thread  # noqa: E402
 from replay.cli import main  # noqa: E402
 from replay.serve import Service, create_app  # noqa: E402
 from replay.serve.events import EVENTS, events_of  # noqa: E402
-from replay.serve.server import bind  # noqa: E402
+from replay.uvicorn_thread import bind  # noqa: E402
 
 from . import outside_agent, thread_agent  # noqa: E402
 from .gates import Gate, open_gate  # noqa: E402

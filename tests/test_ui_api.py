@@ -30,7 +30,6 @@ from replay import decide, memory_at  # noqa: E402
 from replay.cli import main  # noqa: E402
 from replay.demo import demo_agent  # noqa: E402
 from replay.ui import Viewer, create_app  # noqa: E402
-from replay.ui.server import free_port  # noqa: E402
 
 from .stores import connect  # noqa: E402
 from .ui_agent import ANSWER, make_agent  # noqa: E402
@@ -429,6 +428,13 @@ def test_redacted_text_is_all_the_viewer_shows(tmp_path: Path) -> None:
         ]
     assert "[REDACTED]" in bodies[1]
     assert not [body for body in bodies if "hunter2" in body]
+
+
+def free_port() -> int:
+    """A TCP port nobody listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 def test_agentsm_ui_serves_the_log_until_interrupted(demo_log: str) -> None:

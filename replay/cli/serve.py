@@ -32,7 +32,7 @@ def serve_command(host: str, port: int, builder: str | None) -> None:
     /docs and /openapi.json."""
     try:
         from ..serve import LOOPBACK_HOSTS, Server, Service
-        from ..serve.server import bind
+        from ..uvicorn_thread import bind
     except ImportError as e:
         raise UsageError(
             f"agentsm serve needs FastAPI and uvicorn ({e.name} is missing): "

@@ -37,7 +37,6 @@ def ui_command(host: str, port: int, allow_write: bool, no_open: bool, builder: 
     --builder (and --allow-write), a run approved from the page goes on there."""
     try:
         from ..ui import LOOPBACK_HOSTS, Server, Viewer, create_app
-        from ..ui.server import listen_problem
     except ImportError as e:
         raise UsageError(
             f"agentsm ui needs the web viewer's packages ({e.name} is missing): "
@@ -47,11 +46,11 @@ def ui_command(host: str, port: int, allow_write: bool, no_open: bool, builder: 
     viewer = Viewer(db_path(), allow_write=allow_write, builder=make, builder_spec=builder)
     viewer.store  # noqa: B018 - open the log now: a bad --db is one line, before serving
     hosts = ["*"] if host not in LOOPBACK_HOSTS else list(LOOPBACK_HOSTS)
-    server = Server(create_app(viewer, hosts=hosts), host=host, port=port)
-    problem = listen_problem(host, server.port)  # before saying where it serves
-    if problem is not None:
+    try:  # bound before saying where it serves
+        server = Server(create_app(viewer, hosts=hosts), host=host, port=port)
+    except OSError as e:
         viewer.close()
-        raise UsageError(problem)
+        raise UsageError(e.strerror or str(e)) from None
     mode = "read-write" if allow_write else "read-only"
     click.echo(f"agentsm ui: {printable(db_path())} ({mode}) on {server.url}  (Ctrl-C stops)")
     if host not in LOOPBACK_HOSTS:

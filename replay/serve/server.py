@@ -5,40 +5,16 @@ first (each recorded so, resumable) and their streams end with `stopped` and `en
 
 from __future__ import annotations
 
-import errno
 import socket
-import threading
-import time
 from collections.abc import Sequence
 
 import uvicorn
 
+from ..uvicorn_thread import Served, bind
 from .app import LOOPBACK_HOSTS, create_app
 from .service import Service
 
 __all__ = ["Server", "bind"]
-
-
-def bind(host: str, port: int) -> socket.socket:
-    """A socket bound to `host:port` (port 0: a free one), as uvicorn would bind it; an
-    `OSError` saying what to change when it cannot be."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)  # TCP named: asyncio
-    # then turns Nagle's algorithm off on each connection (else small writes wait ~40 ms)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-    except OSError as e:
-        sock.close()
-        if e.errno == errno.EADDRINUSE:
-            raise OSError(
-                e.errno, f"port {port} on {host} is in use; choose another with --port"
-            ) from e
-        raise OSError(
-            e.errno,
-            f"cannot listen on {host} port {port} ({e.strerror or e}); check --host and --port",
-        ) from e
-    return sock
 
 
 class _Uvicorn(uvicorn.Server):
@@ -54,11 +30,13 @@ class _Uvicorn(uvicorn.Server):
         await super().shutdown(sockets=sockets)
 
 
-class Server:
+class Server(Served):
     """`service`'s conversations served by uvicorn on `host:port` (port 0: a free one): in a
     thread by `start()` until `stop()` (or as a context manager), or in the foreground by
     `run()` until interrupted. Requests naming another host than `hosts` are refused (by
     default the loopback names when `host` is a loopback address, else any)."""
+
+    what = "agentsm serve"
 
     def __init__(
         self,
@@ -69,9 +47,7 @@ class Server:
         hosts: Sequence[str] | None = None,
     ) -> None:
         self.service = service
-        self.host = host
-        self._socket = bind(host, port)
-        self.port = int(self._socket.getsockname()[1])
+        sock = bind(host, port)
         if hosts is None:
             hosts = LOOPBACK_HOSTS if host in LOOPBACK_HOSTS else ["*"]
         config = uvicorn.Config(
@@ -80,46 +56,4 @@ class Server:
             timeout_graceful_shutdown=5,
             lifespan="off",
         )
-        self._server = _Uvicorn(config, service)
-        self._thread: threading.Thread | None = None
-
-    @property
-    def url(self) -> str:
-        """Where it serves, e.g. http://127.0.0.1:8000."""
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}"
-
-    def run(self) -> None:
-        """Serve until interrupted (Ctrl-C, SIGTERM)."""
-        try:
-            self._server.run(sockets=[self._socket])
-        finally:
-            self._socket.close()
-
-    def start(self, timeout: float = 30.0) -> Server:
-        """Serve in a thread; return once connections are accepted."""
-        self._thread = threading.Thread(target=self.run, name="agentsm-serve", daemon=True)
-        self._thread.start()
-        deadline = time.monotonic() + timeout
-        pause = threading.Event()
-        while not self._server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError(f"agentsm serve did not start on {self.url}.")
-            pause.wait(0.01)
-        return self
-
-    def stop(self) -> None:
-        """Stop serving (the turns under way are stopped first) and wait for the thread."""
-        self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(timeout=30)
-            self._thread = None
-
-    def __enter__(self) -> Server:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    def __repr__(self) -> str:
-        return f"Server(url={self.url!r}, running={self._thread is not None})"
+        super().__init__(_Uvicorn(config, service), sock, host)
