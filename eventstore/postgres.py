@@ -35,6 +35,7 @@ from .pg_search import Search
 from .pg_url import DEFAULT_SCHEMA, check_schema_name, redact, split_schema
 from .records import InboxMessage, NewEvent, RunRecord, RunSummary, StoredEvent
 from .sqlite import DURABILITY, Durability
+from .sqlite_catalog import run_record  # the catalog's rows, same columns
 from .wakeups import committed
 
 T = TypeVar("T")
@@ -224,7 +225,7 @@ class PostgresEventStore:
         rows = self._db.rows(f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id = %s", (run_id,))
         if not rows:
             raise UnknownRun(run_id, _closest(self._db, run_id))
-        return _run_record(rows[0])
+        return run_record(rows[0])
 
     def resolve(self, run_id_or_prefix: str) -> str:
         """The exact id, else the one id starting with it, else `UnknownRun` (with the closest
@@ -278,7 +279,7 @@ class PostgresEventStore:
         if limit is not None:
             query += " LIMIT %s"
             args.append(max(0, limit))
-        return [_run_record(r) for r in self._db.rows(query, args)]
+        return [run_record(r) for r in self._db.rows(query, args)]
 
     def _unicode_collation(self) -> str:
         """A COLLATE clause under which `lower` knows every letter (ICU's root locale), when
@@ -792,20 +793,3 @@ def _chain(
 
 def _stored(r: tuple[Any, ...]) -> StoredEvent:
     return StoredEvent(r[0], r[1], r[2], r[3], json.loads(r[4]), r[5], r[6], r[7])
-
-
-def _run_record(row: tuple[Any, ...]) -> RunRecord:
-    return RunRecord(
-        run_id=row[0],
-        task=row[1],
-        status=row[2],
-        created_at=row[3],
-        updated_at=row[4],
-        last_seq=row[5],
-        parent_id=row[6],
-        branch_seq=row[7],
-        info=json.loads(row[8] or "{}"),
-        driver=Driver(row[9], row[10], row[11] or "") if row[9] else None,
-        lease_until=row[12],
-        summary=RunSummary(*row[13:20]) if row[13] is not None else RunSummary(),
-    )
