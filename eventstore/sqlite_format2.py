@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FORMAT2_COLUMNS",
+    "MAX_RIDERS",
     "Names",
     "Naming",
     "create_format2",
@@ -55,6 +56,10 @@ __all__ = [
 
 FORMAT2_COLUMNS = "seq, last, kind, state, step, payload, meta, at, version, more, hash"
 """The columns a reader of `facts` selects, in the order `unpack` takes them."""
+
+MAX_RIDERS = 0xFFFF
+"""The most facts a row carries after its first: the search index names a fact by its row's
+id and its place in the row, in 16 bits (`SQLiteEventStore.search`)."""
 
 _PLAIN_META = re.compile(r'\{"state":"([A-Za-z0-9_]+)","step":(0|[1-9][0-9]{0,15})(?:,(.+))?\}')
 """An envelope that begins with a state name and a step (as the recorder writes it): both go
@@ -276,7 +281,13 @@ def insert_rows(
     last_meta = last_at = None
     for seq, e in enumerate(events, start=after + 1):
         previous = chained(previous, run_id, seq, e)
-        if e.rides and current is not None and e.chain == 2 and math.isfinite(e.recorded_at):
+        if (
+            e.rides
+            and current is not None
+            and e.chain == 2
+            and math.isfinite(e.recorded_at)
+            and current[1] - current[0] < MAX_RIDERS
+        ):
             extra: list[str] = []
             if e.meta != last_meta:
                 state, step, rest = _envelope(e.meta, codes)
