@@ -44,6 +44,7 @@ from .sqlite_catalog import (
 )
 from .sqlite_format2 import (
     FORMAT2_COLUMNS,
+    MAX_RIDERS,
     Names,
     Naming,
     Row,
@@ -71,6 +72,10 @@ T = TypeVar("T")
 
 NEW_LOG_FORMAT = 2
 """The format a new log is created in (`log_format=` chooses per store)."""
+
+_PLACES = MAX_RIDERS + 1
+"""The search index of a format-2 log numbers a fact by its row's id times this plus its place
+in the row (0 its first fact), so that each fact of a row is found with words of its own."""
 
 _SUMMARY_SET = (
     "steps = ?, input_tokens = ?, output_tokens = ?, cost = ?, model = ?, answer = ?, error = ?"
@@ -145,6 +150,7 @@ class SQLiteEventStore:
         self._watcher: sqlite3.Connection | None = None
         self._inbox: InboxReader | None = None  # reads the pending messages (`pending`)
         self._posted = False  # whether this store posted a message (`pending` of a memory log)
+        self._words_fit = False  # whether the search index was seen numbered as `_PLACES` says
         try:
             self._conn = self._connect()
         except sqlite3.DatabaseError as e:
@@ -544,23 +550,14 @@ class SQLiteEventStore:
         terms = fulltext.parse_query(text)
         if not terms or limit <= 0 or (kinds is not None and not kinds):
             return []
-        indexed = "events_words" in self._tables()
+        indexed = "events_words" in self._tables() and self._index_fits()
         if indexed and not self.read_only:
             self.index_for_search()
         rows: list[tuple[str, int, str, str]] = []
         upto = 0
         if indexed and self._format == 2:
             upto = self._rows("SELECT upto FROM events_indexed")[0][0]
-            of_kinds = f"AND k.name IN ({', '.join('?' * len(kinds))})" if kinds else ""
-            rows = self._rows(
-                "SELECT r.run_id, f.seq, k.name, f.payload FROM (SELECT w.rowid AS id, "
-                "bm25(events_words) AS rank FROM events_words w JOIN facts f ON f.id = w.rowid "
-                f"JOIN names k ON k.code = f.kind WHERE events_words MATCH ? {of_kinds} "
-                "ORDER BY w.rowid DESC LIMIT ?) AS c JOIN facts f ON f.id = c.id "
-                "JOIN runs r ON r.key = f.run JOIN names k ON k.code = f.kind "
-                "ORDER BY c.rank, c.id DESC LIMIT ?",
-                (fulltext.fts5_query(terms), *(kinds or ()), fulltext.CANDIDATES, limit),
-            )
+            rows = self._search2(terms, kinds, limit)
         elif indexed:
             upto = self._rows("SELECT upto FROM events_indexed")[0][0]
             of_kinds = f"AND e.kind IN ({', '.join('?' * len(kinds))})" if kinds else ""
@@ -576,23 +573,79 @@ class SQLiteEventStore:
             rows += fulltext.scan(self._unindexed_pages(upto, kinds), terms, limit - len(rows))
         return [(r, s, k, fulltext.snippet(fulltext.fact_text(p), terms)) for r, s, k, p in rows]
 
+    def _search2(
+        self, terms: Sequence[fulltext.Term], kinds: Sequence[str] | None, limit: int
+    ) -> list[tuple[str, int, str, str]]:
+        """The indexed matches of a format-2 log, as format 1 ranks them: each fact is indexed
+        on its own, numbered by its row and its place there (`_PLACES`); a rider's kind is read
+        from the row's `more`."""
+        joined = of_kinds = ""
+        if kinds:
+            place = f"w.rowid % {_PLACES}"
+            joined = (
+                f"JOIN names k ON k.code = CASE {place} WHEN 0 THEN f.kind "
+                f"ELSE f.more ->> ('$[' || ({place} - 1) || '][0]') END"
+            )
+            of_kinds = f"AND k.name IN ({', '.join('?' * len(kinds))})"
+        columns = ", ".join("f." + c for c in FORMAT2_COLUMNS.split(", "))
+        found = self._rows(
+            f"SELECT c.id, r.run_id, {columns} FROM (SELECT w.rowid AS id, "
+            f"bm25(events_words) AS rank FROM events_words w JOIN facts f "
+            f"ON f.id = w.rowid / {_PLACES} {joined} WHERE events_words MATCH ? {of_kinds} "
+            f"ORDER BY w.rowid DESC LIMIT ?) AS c JOIN facts f ON f.id = c.id / {_PLACES} "
+            "JOIN runs r ON r.key = f.run ORDER BY c.rank, c.id DESC LIMIT ?",
+            (fulltext.fts5_query(terms), *(kinds or ()), fulltext.CANDIDATES, limit),
+        )
+        rows = []
+        for number, run_id, *row in found:
+            facts = self._numbered(number // _PLACES, row)
+            if number % _PLACES < len(facts):
+                fact = facts[number % _PLACES][1]
+                rows.append((run_id, fact[0], fact[1], fact[3]))
+        return rows
+
+    def _numbered(self, id_: int, columns: Sequence[Any]) -> list[tuple[int, Row]]:
+        """The facts of the format-2 row `id_` (its `FORMAT2_COLUMNS`), each with its number in
+        the search index: the row's id times `_PLACES` plus the fact's place in the row."""
+        facts = unpack([columns], self._name, self._names.texts)
+        return [(id_ * _PLACES + place, fact) for place, fact in enumerate(facts[:_PLACES])]
+
+    def _index_fits(self) -> bool:
+        """Whether the search index is numbered as this release numbers it. A format-2 log
+        indexed by a development build of 0.4 numbered its rows, not its facts (none at or above
+        `_PLACES`): a store that may write empties it, to index every fact again; a read-only
+        one does not use it (it reads the facts one by one)."""
+        if self._format != 2 or self._words_fit:
+            return True
+        first = "SELECT rowid FROM events_words ORDER BY rowid LIMIT 1"
+        found = self._rows(first)
+        if found and found[0][0] < _PLACES:
+            if self.read_only:
+                return False
+
+            def write(conn: sqlite3.Connection) -> None:
+                again = conn.execute(first).fetchone()  # unless another store did it meanwhile
+                if again is not None and again[0] < _PLACES:
+                    conn.execute("INSERT INTO events_words (events_words) VALUES ('delete-all')")
+                    conn.execute("UPDATE events_indexed SET upto = 0")
+
+            self._transaction(write, "index every fact again for search")
+        self._words_fit = True
+        return True
+
     def _unindexed_pages(
         self, upto: int, kinds: Sequence[str] | None, size: int = 2000
     ) -> Iterator[list[tuple[str, int, str, str]]]:
         """The facts after event rowid `upto` (of `kinds`), a page at a time (in a format-2 log,
-        the first fact of each row after row id `upto`: the others have no text to search)."""
+        every fact of the rows after row id `upto`)."""
+        if self._format == 2:
+            yield from self._unindexed_pages2(upto, kinds, size)
+            return
         where = f" AND kind IN ({', '.join('?' * len(kinds))})" if kinds is not None else ""
         sql = (
             "SELECT rowid, run_id, seq, kind, payload FROM events WHERE rowid > ?"
             f"{where} ORDER BY rowid LIMIT ?"
         )
-        if self._format == 2:
-            where = f" AND k.name IN ({', '.join('?' * len(kinds))})" if kinds is not None else ""
-            sql = (
-                "SELECT f.id, r.run_id, f.seq, k.name, f.payload FROM facts f JOIN runs r "
-                "ON r.key = f.run JOIN names k ON k.code = f.kind WHERE f.id > ?"
-                f"{where} ORDER BY f.id LIMIT ?"
-            )
         while True:
             page = self._rows(sql, (upto, *(kinds or ()), size))
             if not page:
@@ -600,13 +653,40 @@ class SQLiteEventStore:
             upto = page[-1][0]
             yield [(r[1], r[2], r[3], r[4]) for r in page]
 
+    def _unindexed_pages2(
+        self, upto: int, kinds: Sequence[str] | None, size: int
+    ) -> Iterator[list[tuple[str, int, str, str]]]:
+        """`_unindexed_pages` of a format-2 log: a row whose first fact is of another kind may
+        carry facts of `kinds`."""
+        joined = where = ""
+        if kinds is not None:
+            joined = "JOIN names k ON k.code = f.kind "
+            where = f" AND (k.name IN ({', '.join('?' * len(kinds))}) OR f.more IS NOT NULL)"
+        columns = ", ".join("f." + c for c in FORMAT2_COLUMNS.split(", "))
+        sql = (
+            f"SELECT f.id, r.run_id, {columns} FROM facts f JOIN runs r ON r.key = f.run "
+            f"{joined}WHERE f.id > ?{where} ORDER BY f.id LIMIT ?"
+        )
+        wanted = None if kinds is None else set(kinds)
+        while True:
+            page = self._rows(sql, (upto, *(kinds or ()), size))
+            if not page:
+                return
+            upto = page[-1][0]
+            yield [
+                (run_id, fact[0], fact[1], fact[3])
+                for id_, run_id, *row in page
+                for _, fact in self._numbered(id_, row)
+                if wanted is None or fact[1] in wanted
+            ]
+
     def index_for_search(self, *, batch: int = 5000) -> int:
         """Add the facts appended since the last call to the full-text index (their words,
         `eventstore.fulltext`); returns how many were added. Words are made outside the write
-        transaction, `batch` facts at a time, each batch committed unless another process
-        indexed it meanwhile. The append path never pays for the index. A read-only store, or
-        a log from before the index (not migrated), indexes nothing."""
-        if self.read_only or "events_words" not in self._tables():
+        transaction, `batch` facts (format 2: rows) at a time, each batch committed unless
+        another process indexed it meanwhile. The append path never pays for the index. A
+        read-only store, or a log from before the index (not migrated), indexes nothing."""
+        if self.read_only or "events_words" not in self._tables() or not self._index_fits():
             return 0
         added = 0
         while (indexed := self._index_next(batch)) is not None:
@@ -614,18 +694,25 @@ class SQLiteEventStore:
         return added
 
     def _index_next(self, batch: int) -> int | None:
-        """Index the next `batch` facts not indexed: how many (0 when another store did it
-        first), None when every fact is."""
+        """Index the next `batch` facts (format 2: rows of facts) not indexed: how many facts
+        (0 when another store did it first), None when every fact is."""
         upto = self._rows("SELECT upto FROM events_indexed")[0][0]
-        table = "facts" if self._format == 2 else "events"
-        page = self._rows(
-            f"SELECT rowid, payload FROM {table} WHERE rowid > ? ORDER BY rowid LIMIT ?",
-            (upto, batch),
-        )
+        if self._format == 2:
+            page = self._rows(
+                f"SELECT id, {FORMAT2_COLUMNS} FROM facts WHERE id > ? ORDER BY id LIMIT ?",
+                (upto, batch),
+            )
+            texts = [(n, fact[3]) for id_, *row in page for n, fact in self._numbered(id_, row)]
+        else:
+            page = self._rows(
+                "SELECT rowid, payload FROM events WHERE rowid > ? ORDER BY rowid LIMIT ?",
+                (upto, batch),
+            )
+            texts = [(rowid, payload) for rowid, payload in page]
         if not page:
             return None
         last = page[-1][0]
-        rows = [(rowid, " ".join(fulltext.words(fulltext.fact_text(p)))) for rowid, p in page]
+        rows = [(n, " ".join(fulltext.words(fulltext.fact_text(p)))) for n, p in texts]
 
         def write(conn: sqlite3.Connection) -> int:
             if conn.execute("SELECT upto FROM events_indexed").fetchone()[0] != upto:
@@ -642,11 +729,13 @@ class SQLiteEventStore:
     def unindexed(self) -> int:
         """How many facts the full-text index does not hold yet (appended since the last
         search by a store that could write, or logged before the index)."""
-        table = "facts" if self._format == 2 else "events"
-        if "events_words" not in self._tables():
-            return int(self._rows(f"SELECT COUNT(*) FROM {table}")[0][0])
+        counted = "COUNT(*) FROM events"
+        if self._format == 2:  # a row holds its facts `seq` to `last`
+            counted = "COALESCE(SUM(last - seq + 1), 0) FROM facts"
+        if "events_words" not in self._tables() or not self._index_fits():
+            return int(self._rows(f"SELECT {counted}")[0][0])
         upto = self._rows("SELECT upto FROM events_indexed")[0][0]
-        return int(self._rows(f"SELECT COUNT(*) FROM {table} WHERE rowid > ?", (upto,))[0][0])
+        return int(self._rows(f"SELECT {counted} WHERE rowid > ?", (upto,))[0][0])
 
     def events_of(self, kinds: Sequence[str], *, since: float | None = None) -> list[StoredEvent]:
         """Every event of these kinds, of any run, recorded at or after `since` (one pass over
