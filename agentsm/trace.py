@@ -56,16 +56,24 @@ TRACE_COLUMNS = (
 
 
 def entries(
-    store: EventStore, run_id: str, *, upto: int | None = None, calls: FullCalls | None = None
+    store: EventStore,
+    run_id: str,
+    *,
+    upto: int | None = None,
+    calls: FullCalls | None = None,
+    stored: list[tuple[str, int, str]] | None = None,
 ) -> Iterator[TraceEntry]:
     """The trace entries of a run (up to seq `upto`), in order, each tool call given in full
     (through `calls`, whose memory is then the memory after the entry given last): as
-    `Trace.load` reads them, decoding a short payload (and envelope) met before once."""
+    `Trace.load` reads them, decoding a short payload (and envelope) met before once.
+    `stored` receives each fact's kind, version and payload text as the log holds them."""
     full = calls if calls is not None else FullCalls()
     facts: dict[tuple[str, int, str, Any], Fact] = {}
     metas: dict[str, tuple[int, str, dict[str, Any] | None, bool]] = {}
     kinds: dict[str, tuple[bool, bool] | None] = {}
     for seq, kind, version, payload, meta, at in read_rows(store, run_id, upto):
+        if stored is not None:
+            stored.append((kind, version, payload))
         text = meta if isinstance(meta, str) else None
         envelope = metas.get(text) if text is not None else None
         if envelope is None:

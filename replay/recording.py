@@ -2,21 +2,42 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any
 
 from agentsm import ToolCall, ToolOutcome
 from agentsm import facts as f
 from agentsm.memory import AgentMemory, apply, initial_memory
 from agentsm.trace import FullCalls, TraceEntry, bulk_reading, entries
-from eventstore import EventStore, RunRecord
+from eventstore import EventStore, NewEvent, RunRecord
 
 from .errors import SeqOutOfRange
 from .report import ReplayReport, compare_runs
 from .source import resolve_run
 
 __all__ = ["DecisionEffect", "Recording", "ToolEffect"]
+
+
+_STATES: dict[str, str] = {}
+
+
+def _state_of(meta: str | Mapping[str, Any]) -> str:
+    """The state a new event's envelope names (its metadata as the recorder wrote it)."""
+    if isinstance(meta, str) and meta.startswith('{"state":'):
+        head = meta.partition(',"step":')[0]
+        state = _STATES.get(head)
+        if state is None:
+            parsed = json.loads(meta)
+            state = str(parsed.get("state", "")) if isinstance(parsed, dict) else ""
+            if head != meta and len(_STATES) < 1000:  # the few states of the tables in use
+                _STATES[head] = state
+        return state
+    parsed = json.loads(meta) if isinstance(meta, str) else meta
+    return str(parsed.get("state", "")) if isinstance(parsed, Mapping) else ""
 
 
 @dataclass(frozen=True)
@@ -57,6 +78,10 @@ class Recording:
     asked: dict[int, AgentMemory] = field(default_factory=dict, repr=False, compare=False)
     """The memory just before each HumanDecided fact (by seq), kept as the run is read: the
     calls its decisions apply to (see `decision_groups`)."""
+    stored: tuple[tuple[str, int, str], ...] = field(default=(), repr=False, compare=False)
+    """Each fact's kind, version and payload text as the log holds them, in `entries`' order:
+    a replay that wrote the very same texts in the same states is identical without building
+    its facts (see `same_as_written`)."""
 
     @classmethod
     def load(cls, store: EventStore, run_id: str, *, upto: int | None = None) -> Recording:
@@ -64,15 +89,16 @@ class Recording:
         record = store.run(resolve_run(store, run_id))
         calls = FullCalls()
         read: list[TraceEntry] = []
+        stored: list[tuple[str, int, str]] = []
         asked: dict[int, AgentMemory] = {}
         before = None
         with bulk_reading():
-            for entry in entries(store, record.run_id, upto=upto, calls=calls):
+            for entry in entries(store, record.run_id, upto=upto, calls=calls, stored=stored):
                 if isinstance(entry.fact, f.HumanDecided) and before is not None:
                     asked[entry.seq] = before
                 read.append(entry)
                 before = calls.memory
-        return cls(record, tuple(read), asked)
+        return cls(record, tuple(read), asked, tuple(stored))
 
     @property
     def run_id(self) -> str:
@@ -107,6 +133,27 @@ class Recording:
             else:
                 at.append(n)
         return index
+
+    def same_as_written(self, written: Sequence[NewEvent]) -> bool:
+        """Whether a replay that wrote `written` (in order, from seq 1) wrote exactly what the
+        log holds, in the same states: then it is identical, and its facts need not be built
+        and compared one by one. False says only that the texts differ somewhere (a log of
+        an earlier release may write the same fact otherwise): compare the facts then."""
+        if not self.finished:
+            written = written[: len(self.entries)]
+        if len(written) != len(self.stored) or len(written) != len(self.entries):
+            return False
+        for entry, (kind, version, payload), event in zip(
+            self.entries, self.stored, written, strict=True
+        ):
+            if (
+                event.payload != payload
+                or event.kind != kind
+                or event.version != version
+                or _state_of(event.meta) != entry.state
+            ):
+                return False
+        return True
 
     def compare(self, replayed: list[TraceEntry]) -> ReplayReport:
         """A replay's entries against this recording, fact by fact; a recording that stopped

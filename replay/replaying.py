@@ -137,7 +137,7 @@ def _replay(
     agent.patches(recording.patches.__contains__)  # old runs replay their old code paths
     agent.values(RecordedValues([d for _, d in recording.draws], strict=True))
     engine = agent.build()
-    engine.observe(seen)
+    seen.engine = engine
     notes = recording.of(f.RunBranched)
     last = recording.run.last_seq
     while True:
@@ -158,11 +158,14 @@ def _replay(
         if scratch.run(recording.run_id).last_seq >= last:
             break  # ... or it was never resumed
         engine = agent.attach(recording.run_id)
-        engine.observe(seen)
-    replayed = seen.entries(scratch.run(recording.run_id).last_seq) or _replayed(scratch, recording)
-    if not recording.finished:  # a run whose process died says nothing past its end
-        replayed = replayed[: len(recording.entries)]
-    report = compare_runs(recording.run_id, recording.entries, replayed, views=llm.views)
+        seen.engine = engine
+    if recording.same_as_written(scratch.written(recording.run_id)):
+        report = ReplayReport(recording.run_id, len(recording.entries), None)
+    else:  # the facts, read as the recording was, compared one by one
+        replayed = _replayed(scratch, recording)
+        if not recording.finished:  # a run whose process died says nothing past its end
+            replayed = replayed[: len(recording.entries)]
+        report = compare_runs(recording.run_id, recording.entries, replayed, views=llm.views)
     if not children:
         return report
     family = tuple(
@@ -281,26 +284,18 @@ class _Asked(RecordedLlm):
 
 
 class _Seen:
-    """The facts the replay recorded, as its engines record them: what a fact reads back as
-    is the fact itself (the codec checks it), so the log need not be read and decoded again.
-    A fact recorded again after a replayed crash replaces the one the crash lost."""
+    """The engine driving the replay now (a replayed crash makes another): its memory is the
+    run's memory after the last fact it recorded."""
 
     def __init__(self) -> None:
-        self._facts: dict[int, TraceEntry] = {}
-        self.memory: AgentMemory | None = None
-        """The run's memory after the last fact."""
+        self.engine: AgentEngine | None = None
 
-    def __call__(self, seq: int, state: str, fact: f.Fact, memory: AgentMemory) -> None:
-        self._facts[seq] = TraceEntry(seq, memory.step, state, fact.kind, 0.0, fact, {})
-        self.memory = memory
-
-    def entries(self, last: int) -> list[TraceEntry] | None:
-        """The entries of seqs 1 to `last` (the scratch log's end), None if one is missing."""
-        found = [self._facts.get(seq) for seq in range(1, last + 1)]
-        return None if None in found else found  # type: ignore[return-value]
+    @property
+    def memory(self) -> AgentMemory | None:
+        return self.engine.memory if self.engine is not None else None
 
     def __repr__(self) -> str:
-        return f"_Seen({len(self._facts)} facts)"
+        return f"_Seen(engine={self.engine!r})"
 
 
 def _replayed(scratch: EventStore, recording: Recording) -> list[TraceEntry]:

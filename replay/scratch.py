@@ -101,6 +101,10 @@ class ScratchStore:
             for seq, e in enumerate(self._log(run_id).events[after:upto], start=after + 1)
         ]
 
+    def written(self, run_id: str) -> list[NewEvent]:
+        """The run's events as the engine made them, in order (nothing parsed)."""
+        return list(self._log(run_id).events)
+
     def verify(self, run_id: str) -> ChainReport:
         return ChainReport(run_id, len(self._log(run_id).events), 0, None)
 

@@ -317,3 +317,41 @@ def test_a_prefix_shared_by_several_runs_is_named_ambiguous() -> None:
         resolve_run(store, "ab")
     with pytest.raises(UnknownRun, match="Unknown run id 'q'"):
         resolve_run(store, "q")
+
+
+def test_a_replay_that_wrote_the_recorded_texts_is_identical_without_building_its_facts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The replay compares what it wrote with what the log holds, text for text; any text or
+    state that differs sends it to the fact-by-fact comparison, which says where."""
+    import dataclasses
+
+    from eventstore import NewEvent
+    from replay.recording import Recording
+
+    db = tmp_path / "runs.db"
+    run_id = record(parallel, db)
+    recording = Recording.load(SQLiteEventStore(db), run_id)
+    written = [
+        NewEvent(e.kind, e.payload, dict(e.meta), e.recorded_at, e.version)
+        for e in SQLiteEventStore(db).read(run_id)
+    ]
+    assert len(written) == len(recording.entries) > 10
+    assert recording.same_as_written(written)
+    last = len(written) - 1
+    changed = dataclasses.replace(written[last], payload=written[last].payload.replace("}", " }"))
+    assert not recording.same_as_written([*written[:last], changed])
+    moved = dataclasses.replace(written[2], meta={**written[2].meta, "state": "Elsewhere"})
+    assert not recording.same_as_written([*written[:2], moved, *written[3:]])
+    assert not recording.same_as_written(written[:-1])
+
+    answers: list[bool] = []
+    same = Recording.same_as_written
+
+    def spied(self: Recording, events: Any) -> bool:
+        answers.append(same(self, events))
+        return answers[-1]
+
+    monkeypatch.setattr(Recording, "same_as_written", spied)
+    assert replay_run(db, run_id).identical
+    assert answers == [True]  # the texts alone showed it
