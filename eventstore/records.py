@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
+from collections.abc import Container, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from .blobs import Blob
 from .driver import Driver
 
-__all__ = ["InboxMessage", "NewEvent", "RunRecord", "RunSummary", "StoredEvent"]
+__all__ = ["InboxMessage", "NewEvent", "RunRecord", "RunSummary", "StoredEvent", "with_riders"]
 
 SUMMARY_TEXT = 200
 """How many characters of the final answer and of the error the catalog keeps."""
@@ -34,6 +36,18 @@ class NewEvent:
     rides: bool = False
     """It follows from the event before it in the same append (a transition, a step's start):
     a store may keep it in that event's row (log format 2, `eventstore.sqlite_format2`)."""
+
+
+def with_riders(events: Sequence[NewEvent], riders: Container[str]) -> list[NewEvent]:
+    """The events of one append (an import's, a copy's), each marked `rides` as its recorder
+    marked it: of a kind in `riders`, after another event, recorded at that event's time (a
+    recorder gives a fact that follows from the one before it that fact's time)."""
+    marked = list(events)
+    for n in range(1, len(marked)):
+        e = marked[n]
+        if e.kind in riders and e.recorded_at == marked[n - 1].recorded_at and not e.rides:
+            marked[n] = dataclasses.replace(e, rides=True)
+    return marked
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,9 +21,11 @@ from typing import Any
 
 from agentsm import UnreadableFact
 from agentsm.facts import FACTS, Fact
+from agentsm.recorder import RIDERS
 from eventstore import EventStore, NewEvent, RunSummary, StoredEvent
 from eventstore.blobs import Blob, BlobReader, blob_refs
 from eventstore.chain import GENESIS, V2, blob_refs_of, exact_text, relink
+from eventstore.records import with_riders
 
 from .errors import ExportRefused, ImportRefused
 from .source import resolve_run
@@ -365,7 +367,7 @@ def import_runs(store: EventStore, lines: Iterable[str], *, name: str = "the fil
                 branch_seq=entry.branch_seq,
                 info=entry.info,
                 created_at=entry.created_at,
-                events=run.events,
+                events=with_riders(run.events, RIDERS),  # packed as recorded (log format 2)
                 status=entry.status,
                 summary=entry.summary,
             )
