@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator, Sequence
+from itertools import chain
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from .chain import GENESIS, ChainCheck
 from .protocol import EventStore
 from .records import StoredEvent
 
-__all__ = ["CHUNK", "ChainedReader", "Row", "events_checked", "read_checked"]
+__all__ = ["CHUNK", "ChainedReader", "Row", "checked_chunks", "events_checked", "read_checked"]
 
 T = TypeVar("T")
 
@@ -51,10 +52,6 @@ def _rows(store: EventStore, run_id: str, after: int, upto: int) -> list[Row]:
     ]
 
 
-def _row(row: Row) -> Row:
-    return row
-
-
 def _events(store: EventStore, run_id: str, after: int, upto: int) -> list[StoredEvent]:
     return store.read(run_id, after=after, upto=upto)
 
@@ -70,11 +67,12 @@ def _checked(
     previous: str,
     upto: int | None,
     read: Callable[[EventStore, str, int, int], Sequence[T]],
-    fields: Callable[[T], Row],
+    fields: Callable[[T], Row] | None,
     made: Callable[[T, str | None], Any] | None = None,
-) -> Iterator[Any]:
-    """The items `read` gives, each checked; with `made`, each made of the item and its hash
-    as the chain has it (the store's, or the one computed where the store keeps none)."""
+) -> Iterator[Sequence[Any]]:
+    """The items `read` gives, a read at a time, each checked (`fields` gives an item's row,
+    None when the items are rows); with `made`, each made of the item and its hash as the
+    chain has it (the store's, or the one computed where the store keeps none)."""
     last = store.run(run_id).last_seq
     end = last if upto is None else min(upto, last)
     check = ChainCheck(run_id, seq=after, previous=previous)
@@ -82,25 +80,35 @@ def _checked(
         found: Sequence[Any] = read(store, run_id, after, min(end, after + CHUNK))
         if not found:
             break
+        rows = found if fields is None else [fields(item) for item in found]
         if made is None:
-            for item in found:
-                check.check(*fields(item))
+            check.rows(rows)
         else:
-            out = []
-            for item in found:
-                row = fields(item)
-                check.check(*row)
-                out.append(made(item, None if row[6] is None else check.previous))
-            found = out
+            hashes: list[str | None] = []
+            check.rows(rows, hashes)
+            found = [made(item, hash_) for item, hash_ in zip(found, hashes, strict=True)]
         if check.seq > end:  # a store that reads whole rows: those past `end` were only checked
             found = found[: len(found) - (check.seq - end)]
-        yield from found
+        yield found
         after = check.seq
     check.end(end, last)
     if check.unhashed:  # a log from before hashes, or one whose hashes were all removed
         broken = store.verify(run_id).broken
         if broken is not None:
             raise broken.error(run_id)
+
+
+def checked_chunks(
+    store: EventStore,
+    run_id: str,
+    *,
+    after: int = 0,
+    previous: str = GENESIS,
+    upto: int | None = None,
+) -> Iterator[Sequence[Row]]:
+    """`read_checked`, a read at a time: each list of rows is given once all of them are
+    checked (for a reader that loops over them itself, a step less per event)."""
+    return _checked(store, run_id, after, previous, upto, _rows, None)
 
 
 def read_checked(
@@ -116,7 +124,9 @@ def read_checked(
     first one that does not match, at a missing seq, or where the log stops short of the
     catalog. Reading from `after` > 0 takes `previous`, the hash of event `after`, as checked
     already (a checkpoint of a reader that read that far)."""
-    return _checked(store, run_id, after, previous, upto, _rows, _row)
+    return chain.from_iterable(
+        checked_chunks(store, run_id, after=after, previous=previous, upto=upto)
+    )
 
 
 def events_checked(
@@ -138,5 +148,7 @@ def events_checked(
             parsed = json.loads(meta) if isinstance(meta, str) else meta
             return StoredEvent(run_id, seq, kind, payload, parsed, at, version, hash_)
 
-        return _checked(store, run_id, after, previous, upto, _rows, _row, made)
-    return _checked(store, run_id, after, previous, upto, _events, _fields)
+        return chain.from_iterable(
+            _checked(store, run_id, after, previous, upto, _rows, None, made)
+        )
+    return chain.from_iterable(_checked(store, run_id, after, previous, upto, _events, _fields))
