@@ -29,8 +29,9 @@ from agentsm import facts as f
 from agentsm._sync import run_sync
 from agentsm.facts import FACTS
 from agentsm.memory import AgentMemory, apply, as_stored, initial_memory
-from agentsm.recorder import encode_meta
+from agentsm.recorder import RIDERS, encode_meta
 from eventstore import EventStore, NewEvent
+from eventstore.records import with_riders
 
 from .branchnotes import UnusedChange, moved_point, refused_answers, unused_changes
 from .branchsources import (
@@ -388,7 +389,7 @@ def copy_prefix(
         parent_id=parent_id,
         branch_seq=upto,
         info=dict(parent.run.info),
-        events=events,
+        events=with_riders(events, RIDERS),  # packed as the parent's rows were
         status="running",
         claim=True,  # driven from here on: no worker takes it before the branch goes on
     )

@@ -108,3 +108,26 @@ def test_only_a_rider_kind_at_the_time_of_the_fact_before_rides() -> None:
     ]
     assert [e.rides for e in with_riders(events, RIDERS)] == [False] * 2 + [True] * 2 + [False] * 2
     assert with_riders(events, frozenset()) == events
+
+
+def test_a_branch_copies_the_parents_facts_in_the_rows_they_took(
+    source: SQLiteEventStore,
+) -> None:
+    from replay import branch_run
+
+    last_answer = max(e.seq for e in source.read("r") if e.kind == "LlmResponded")
+    branch = branch_run(source, "r", last_answer, llm_response=LlmResponse.final_answer(LONG))
+    copied = source.run(branch.run_id).branch_seq
+    assert copied is not None and copied > 20
+    conn = sqlite3.connect(source.path)
+    try:
+        sql = (
+            "SELECT COUNT(*) FROM facts f JOIN runs r ON r.key = f.run "
+            "WHERE r.run_id = ? AND f.seq <= ?"
+        )
+        rows = [conn.execute(sql, (run, copied)).fetchone()[0] for run in ("r", branch.run_id)]
+    finally:
+        conn.close()
+    assert rows[0] == rows[1] < copied / 1.5  # the copied prefix, packed alike
+    assert source.verify(branch.run_id).ok
+    assert replay_run(source, branch.run_id).identical

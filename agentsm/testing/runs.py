@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from eventstore import NewEvent, SQLiteEventStore
+from eventstore.records import with_riders
 
 from .. import facts as f
 from ..custom import CustomFact
@@ -17,7 +18,7 @@ from ..engine import AgentEngine
 from ..errors import AgentFailed, EngineError, HumanInputRequired
 from ..facts import Fact
 from ..memory import AgentMemory, apply, fold_with_state
-from ..recorder import ownership_violation
+from ..recorder import RIDERS, ownership_violation
 from ..states.reflecting import ReflectingState, compression_view
 from ..trace import Trace
 from ..types import TERMINAL_STATES, State, as_state
@@ -201,10 +202,13 @@ class AgentRun:
         open it with `agentsm show RUN --db path` or `agentsm replay`; returns the run id."""
         source, run_id = self.engine.store, self.engine.run_id
         record = source.run(run_id)
-        events = [
-            NewEvent(e.kind, e.payload, json.dumps(e.meta), e.recorded_at, e.version)
-            for e in source.read(run_id)
-        ]
+        events = with_riders(
+            [
+                NewEvent(e.kind, e.payload, json.dumps(e.meta), e.recorded_at, e.version)
+                for e in source.read(run_id)
+            ],
+            RIDERS,
+        )
         target = SQLiteEventStore(path)
         try:
             target.create_run(
