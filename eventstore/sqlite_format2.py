@@ -27,11 +27,13 @@ recording time, hash), so format-1 and format-2 logs read, fold, verify and repl
 from __future__ import annotations
 
 import base64
+import binascii
 import json
+import json.scanner
 import math
 import re
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .chain import COVERED, GENESIS, V2, chained, link
@@ -85,7 +87,12 @@ def hash_text(stored: bytes | None) -> str | None:
         return None
     if len(stored) == 33 and stored[0] == 1:
         return stored[1:].hex()
-    return V2 + base64.urlsafe_b64encode(stored).decode("ascii").rstrip("=")
+    return V2 + _b64(stored, newline=False).translate(_URLSAFE).rstrip(b"=").decode("ascii")
+
+
+_b64 = binascii.b2a_base64
+_URLSAFE = bytes.maketrans(b"+/", b"-_")
+"""`base64.urlsafe_b64encode` in one call (a read converts a kept hash per row)."""
 
 
 class Names:
@@ -335,21 +342,24 @@ def unpack(rows: Iterable[Sequence[Any]], name: Any, texts: dict[Any, str]) -> l
     `texts` keeps the texts made of codes (envelopes, flat payloads) for the next rows."""
     out: list[Row] = []
     append = out.append
+    named: dict[Any, str] = {}  # the names of the codes met in these rows
     for seq, last, kind, state, step, payload, rest, at, version, more, stored in rows:
         if state is None:
             meta = rest if rest is not None else "{}"
         elif rest is None:
-            meta = texts.get(("m", state, step)) or _text(texts, ("m", state, step), name)
+            key = ("m", state, step)
+            meta = texts.get(key) or _text(texts, key, name)
         else:
-            meta = _meta_text(name(state), step, rest)
+            meta = _meta_text(named.get(state) or _name(named, name, state), step, rest)
         version = 1 if version is None else version
+        kind_name = named.get(kind) or _name(named, name, kind)
         if more is None:
-            append((seq, name(kind), version, payload, meta, at, hash_text(stored)))
+            append((seq, kind_name, version, payload, meta, at, hash_text(stored)))
             continue
-        append((seq, name(kind), version, payload, meta, at, COVERED))
-        for n, rider in enumerate(json.loads(more), start=seq + 1):
+        append((seq, kind_name, version, payload, meta, at, COVERED))
+        for n, rider in enumerate(_riders(more), start=seq + 1):
             given_payload = rider[1]
-            if isinstance(given_payload, str):
+            if type(given_payload) is str:
                 text = given_payload
             elif isinstance(given_payload, list):  # a flat object of names, by their codes
                 codes = tuple(given_payload)
@@ -367,9 +377,44 @@ def unpack(rows: Iterable[Sequence[Any]], name: Any, texts: dict[Any, str]) -> l
                     meta = given_meta
                 at = extra.get("t", at)
                 version = extra.get("v", 1)
-            given = hash_text(stored) if n == last else COVERED
-            append((n, name(rider[0]), version, text, meta, at, given))
+            code = rider[0]
+            append(
+                (
+                    n,
+                    named.get(code) or _name(named, name, code),
+                    version,
+                    text,
+                    meta,
+                    at,
+                    hash_text(stored) if n == last else COVERED,
+                )
+            )
     return out
+
+
+def _name(named: dict[Any, str], name: Any, code: Any) -> str:
+    """`name(code)`, kept in `named` for the rest of the rows being unpacked."""
+    found: str = name(code)
+    named[code] = found
+    return found
+
+
+_scan: Callable[[str, int], tuple[Any, int]] = json.scanner.make_scanner(
+    json.JSONDecoder()  # type: ignore[arg-type]  # what JSONDecoder itself makes its scanner of
+)
+
+
+def _riders(more: str) -> Any:
+    """`json.loads(more)`, without its wrappers where `more` is a plain JSON list (as written)."""
+    if more[:1] == "[":
+        try:
+            value, end = _scan(more, 0)
+        except (StopIteration, ValueError):
+            pass  # json.loads says what is wrong with it
+        else:
+            if end == len(more):
+                return value
+    return json.loads(more)
 
 
 def _text(texts: dict[Any, str], key: tuple[Any, ...], name: Any) -> str:
