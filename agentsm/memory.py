@@ -8,6 +8,7 @@ frozen value, found by the type of its fact (`reducing`).
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from itertools import chain
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, field_serializer
@@ -22,7 +23,7 @@ from .history import History
 from .images import Image
 from .messages import add_entry, earlier, flush_turn, image_part, with_images
 from .places import as_stored, committed_entries, in_full, result_places
-from .reading import CHUNK, SHARED, parsed_meta, read_rows
+from .reading import CHUNK, SHARED, bulk_reading, parsed_meta, row_chunks
 from .reducing import keeps_memory, reduce_fact, reducer_of
 from .skills import with_skill_index
 from .text import plural
@@ -437,51 +438,65 @@ def fold_log(store: EventStore, run_id: str) -> tuple[AgentMemory, str]:
     facts that leave memory as it is are not decoded (only checked to be of a kind and
     version this code reads), a transition gives its target, and a short payload met before
     is decoded once."""
-    memory: AgentMemory | None = None
+    with bulk_reading():  # a fold makes no cycles: the collector would look for them in vain
+        return _fold_rows(run_id, chain.from_iterable(row_chunks(store, run_id)))
+
+
+def _fold_rows(
+    run_id: str, rows: Iterator[tuple[int, str, int, str, Any, float, str | None]]
+) -> tuple[AgentMemory, str]:
+    """`fold_log` of the run's checked rows."""
+    first = next(rows, None)
+    if first is None:
+        raise ValueError(f"Run {run_id} has no facts; this is not a complete run.")
+    seq, kind, version, payload, meta, _, _ = first
+    envelope = parsed_meta(meta)
+    started = FACTS.decode(
+        payload,
+        kind,
+        version,
+        run_id=run_id,
+        seq=seq,
+        custom=seq > 1 or envelope.get("custom") is True,
+        meta=envelope,
+    )
+    if not isinstance(started, f.RunStarted):
+        raise ValueError(
+            f"A run's log must begin with RunStarted, not {started!r}; this is not a complete run."
+        )
+    memory = initial_memory(started)
     state: str = State.Idle
     memo: dict[tuple[str, int, str], Any] = {}
     targets: dict[tuple[int, str], str] = {}
-    skip: dict[str, bool] = {}
-    for seq, kind, version, payload, meta, _ in read_rows(store, run_id):
-        if memory is None:
-            envelope = parsed_meta(meta)
-            first = FACTS.decode(
-                payload,
-                kind,
-                version,
-                run_id=run_id,
-                seq=seq,
-                custom=seq > 1 or envelope.get("custom") is True,
-                meta=envelope,
-            )
-            if not isinstance(first, f.RunStarted):
-                raise ValueError(
-                    f"A run's log must begin with RunStarted, not {first!r}; this is not a "
-                    "complete run."
-                )
-            memory = initial_memory(first)
-            continue
-        if kind == "Transitioned":
+    ways: dict[str, int] = {}  # per kind, how the fold takes its facts (`_way`)
+    decode, versions, reducer = FACTS.decode, FACTS.versions, reducer_of
+    for seq, kind, version, payload, meta, _, _ in rows:
+        way = ways.get(kind)
+        if way is None:
+            way = ways[kind] = _way(kind)
+        if way == _MOVE:
             target = targets.get((version, payload))
             if target is None:
-                moved = FACTS.decode(
+                moved = decode(
                     payload, kind, version, run_id=run_id, seq=seq, meta=parsed_meta(meta)
                 )
                 target = targets[(version, payload)] = as_state(moved.to_state)
             state = target
             continue
-        leave = skip.get(kind)
-        if leave is None:
-            model = FACTS.models.get(kind)
-            leave = skip[kind] = model is not None and keeps_memory(model)
-        if leave:
-            if version > FACTS.versions[kind]:
-                FACTS.decode(payload, kind, version, run_id=run_id, seq=seq)  # raises
+        if way == _LEAVE:
+            if version > versions[kind]:
+                decode(payload, kind, version, run_id=run_id, seq=seq)  # raises
             continue
         # past RunStarted, a kind this process does not know is a user's own (UnknownFact)
-        if FACTS.enveloped(kind):
-            fact = FACTS.decode(
-                payload, kind, version, run_id=run_id, seq=seq, custom=True, meta=parsed_meta(meta)
+        if way == _ENVELOPED:
+            fact = decode(
+                payload,
+                kind,
+                version,
+                run_id=run_id,
+                seq=seq,
+                custom=True,
+                meta=parsed_meta(meta),
             )
         elif len(payload) <= SHARED:
             key = (kind, version, payload)
@@ -489,12 +504,25 @@ def fold_log(store: EventStore, run_id: str) -> tuple[AgentMemory, str]:
             if fact is None:
                 if len(memo) >= CHUNK:
                     memo.clear()
-                fact = memo[key] = FACTS.decode(
+                fact = memo[key] = decode(
                     payload, kind, version, run_id=run_id, seq=seq, custom=True
                 )
         else:
-            fact = FACTS.decode(payload, kind, version, run_id=run_id, seq=seq, custom=True)
-        memory = apply(memory, fact)
-    if memory is None:
-        raise ValueError(f"Run {run_id} has no facts; this is not a complete run.")
+            fact = decode(payload, kind, version, run_id=run_id, seq=seq, custom=True)
+        memory = reducer(type(fact))(fact, memory)  # `apply`
     return memory, state
+
+
+_MOVE, _LEAVE, _ENVELOPED, _DECODE = range(4)
+
+
+def _way(kind: str) -> int:
+    """How `fold_log` takes a fact of `kind` after the first: a transition by its target, a
+    kind that leaves memory as it is undecoded, one that takes fields from its envelope
+    decoded with it, any other decoded (once per short payload)."""
+    if kind == "Transitioned":
+        return _MOVE
+    model = FACTS.models.get(kind)
+    if model is not None and keeps_memory(model):
+        return _LEAVE
+    return _ENVELOPED if FACTS.enveloped(kind) else _DECODE
