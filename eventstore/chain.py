@@ -471,7 +471,9 @@ class ChainCheck:
         last_meta: Any = _UNSET
         last_at: Any = _UNSET
         last_version: Any = _UNSET
-        m = a = v = ""
+        m = a = v = ""  # the fields' texts, each with its length before it
+        kinds: dict[str, str] = {}
+        sha256, b64, urlsafe = _sha256, _b64, _URLSAFE
         for row in rows:
             seq, kind, version, payload, meta, at, given = row
             if seq != due or given is None or (given is not COVERED and not given.startswith(V2)):
@@ -485,15 +487,22 @@ class ChainCheck:
             due += 1
             if meta is not last_meta:
                 m, last_meta = _meta(meta), meta
+                m = f"{len(m)}:{m}"
             if at is not last_at:
                 a, last_at = _time(at), at
+                a = f"{len(a)}:{a}"
             if version is not last_version:
                 v, last_version = int.__repr__(version), version
+                v = f"{len(v)}:{v}"
+            k = kinds.get(kind)
+            if k is None:
+                k = kinds[kind] = f"{len(kind)}:{kind}"
             s = int.__repr__(seq)
-            hashed = _hash(
-                f"{len(previous)}:{previous}{named}{len(s)}:{s}{len(kind)}:{kind}"
-                f"{len(v)}:{v}{len(payload)}:{payload}{len(m)}:{m}{len(a)}:{a}"
+            body = (
+                f"{len(previous)}:{previous}{named}{len(s)}:{s}{k}{v}{len(payload)}:{payload}{m}{a}"
             )
+            digest = sha256(body.encode("utf-8", "surrogatepass")).digest()  # `_hash`, inline
+            hashed = V2 + b64(digest, newline=False).translate(urlsafe)[:43].decode("ascii")
             if given is COVERED:  # not kept: the row's kept hash, further on, is compared
                 open_ = kind
             elif hashed != given:
