@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FORMAT2_COLUMNS",
+    "KEPT_EVERY",
     "MAX_RIDERS",
     "Names",
     "Naming",
@@ -62,6 +63,11 @@ FORMAT2_COLUMNS = "seq, last, kind, state, step, payload, meta, at, version, mor
 MAX_RIDERS = 0xFFFF
 """The most facts a row carries after its first: the search index names a fact by its row's
 id and its place in the row, in 16 bits (`SQLiteEventStore.search`)."""
+
+KEPT_EVERY = 256
+"""A long append (an import, a copy, a run created with many facts) keeps the hash of every
+this many rows too, not only its last row's: a read that begins in its middle checks its
+chain from the kept hash before it, not from the run's first fact."""
 
 _PLAIN_META = re.compile(r'\{"state":"([A-Za-z0-9_]+)","step":(0|[1-9][0-9]{0,15})(?:,(.+))?\}')
 """An envelope that begins with a state name and a step (as the recorder writes it): both go
@@ -273,8 +279,9 @@ def insert_rows(
     codes: dict[str, int],
 ) -> None:
     """Insert `events` after seq `after` of run `run_id` (key `key`) as format-2 rows, the
-    hash chain continued from the row before; only the last row keeps its hash (and a fact
-    of an earlier release's version-1 hash, in a row of its own, keeps its own). A fact
+    hash chain continued from the row before; the last row keeps its hash, and every
+    `KEPT_EVERY`-th row of a long append too (a fact of an earlier release's version-1 hash,
+    in a row of its own, keeps its own). A fact
     recorded at a time JSON cannot hold (infinite) takes a row of its own, its time a
     column's."""
     row = conn.execute(
@@ -287,7 +294,7 @@ def insert_rows(
     current: list[Any] | None = None
     last_meta = last_at = None
     for seq, e in enumerate(events, start=after + 1):
-        previous = chained(previous, run_id, seq, e)
+        before, previous = previous, chained(previous, run_id, seq, e)
         if (
             e.rides
             and current is not None
@@ -312,6 +319,8 @@ def insert_rows(
             if current is not None:
                 current[9] = f"[{','.join(riders)}]" if riders else None
                 riders = []
+                if len(rows) % KEPT_EVERY == 0:  # the hash of its last fact, the one before
+                    current[-1] = hash_bytes(before)
             state, step, rest = _envelope(e.meta, codes)
             version = None if e.version == 1 else e.version
             current = [seq, seq, codes[e.kind], state, step, e.payload, rest, e.recorded_at]

@@ -131,3 +131,47 @@ def test_a_branch_copies_the_parents_facts_in_the_rows_they_took(
     assert rows[0] == rows[1] < copied / 1.5  # the copied prefix, packed alike
     assert source.verify(branch.run_id).ok
     assert replay_run(source, branch.run_id).identical
+
+
+def test_a_long_append_keeps_a_hash_every_so_many_rows(
+    source: SQLiteEventStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An import writes a run in one append: it keeps the hash of every `KEPT_EVERY`-th row
+    too, so that a read from its middle checks from there, and an edit is still found."""
+    from eventstore import sqlite_format2
+
+    monkeypatch.setattr(sqlite_format2, "KEPT_EVERY", 4)
+    db = tmp_path / "target.db"
+    with SQLiteEventStore(db) as target:
+        import_runs(target, export_run(source, "r"))
+        same_run(source, target)
+        rows = rows_of(target, "r")
+        conn = sqlite3.connect(db)
+        kept = [
+            seq
+            for (seq,) in conn.execute("SELECT last FROM facts WHERE hash IS NOT NULL ORDER BY seq")
+        ]
+        conn.close()
+        assert len(kept) == rows // 4 + (rows % 4 != 0)
+        middle = kept[len(kept) // 2]
+        assert target.read("r", after=middle) == source.read("r", after=middle)
+        assert target.read("r", upto=middle + 2) == source.read("r", upto=middle + 2)
+    tamper(
+        db,
+        "UPDATE facts SET payload = payload || ' ' "
+        f"WHERE seq = (SELECT MAX(seq) FROM facts WHERE last < {middle})",
+    )
+    with SQLiteEventStore(db) as target:
+        report = target.verify("r")
+        assert report.broken is not None and report.broken.seq <= middle
+
+
+def tamper(db: Path, *statements: str) -> None:
+    """Edit the log as someone with write access would: triggers dropped first."""
+    conn = sqlite3.connect(db)
+    for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'"):
+        conn.execute(f"DROP TRIGGER {name}")
+    for sql in statements:
+        conn.execute(sql)
+    conn.commit()
+    conn.close()
