@@ -3,15 +3,24 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
-from collections.abc import Container, Sequence
+from collections.abc import Container, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from .blobs import Blob
 from .driver import Driver
 
-__all__ = ["InboxMessage", "NewEvent", "RunRecord", "RunSummary", "StoredEvent", "with_riders"]
+__all__ = [
+    "InboxMessage",
+    "NewEvent",
+    "RunRecord",
+    "RunSummary",
+    "StoredEvent",
+    "meta_text",
+    "with_riders",
+]
 
 SUMMARY_TEXT = 200
 """How many characters of the final answer and of the error the catalog keeps."""
@@ -36,6 +45,13 @@ class NewEvent:
     rides: bool = False
     """It follows from the event before it in the same append (a transition, a step's start):
     a store may keep it in that event's row (log format 2, `eventstore.sqlite_format2`)."""
+
+
+def meta_text(meta: Mapping[str, Any]) -> str:
+    """An envelope read back (an export's, another store's) as the recorder writes it:
+    compact JSON in its own order, so that a store keeps it as it keeps a recorded one (log
+    format 2 puts a plain state and step in columns)."""
+    return json.dumps(meta, separators=(",", ":"), ensure_ascii=False)
 
 
 def with_riders(events: Sequence[NewEvent], riders: Container[str]) -> list[NewEvent]:

@@ -25,7 +25,7 @@ from agentsm.recorder import RIDERS
 from eventstore import EventStore, NewEvent, RunSummary, StoredEvent
 from eventstore.blobs import Blob, BlobReader, blob_refs
 from eventstore.chain import GENESIS, V2, blob_refs_of, exact_text, relink
-from eventstore.records import with_riders
+from eventstore.records import meta_text, with_riders
 
 from .errors import ExportRefused, ImportRefused
 from .source import resolve_run
@@ -161,7 +161,7 @@ def _event(run: _Run, item: dict[str, Any]) -> NewEvent:
         raise ValueError(f"run {run.run_id} begins with {kind}, not RunStarted")
     given = item.get("hash")
     old = isinstance(given, str) and not given.startswith(V2)  # keeps its version-1 hash
-    meta = json.dumps(item["meta"])
+    meta = meta_text(item["meta"])
     event = NewEvent(kind, payload, meta, item["recorded_at"], version, 1 if old else 2)
     if given is None:
         if run.previous != GENESIS:

@@ -48,8 +48,25 @@ def rows_of(store: SQLiteEventStore, run_id: str) -> int:
         conn.close()
 
 
+def shape_of(store: SQLiteEventStore, run_id: str) -> tuple[int, int]:
+    """How many of the run's rows hold their envelope's state in a column, and the length of
+    the text of their payloads and the rest of their envelopes (their riders name kinds and
+    states by codes, which another log may number otherwise)."""
+    conn = sqlite3.connect(store.path)
+    try:
+        sql = (
+            "SELECT COUNT(f.state), SUM(LENGTH(f.payload) + COALESCE(LENGTH(f.meta), 0)) "
+            "FROM facts f JOIN runs r ON r.key = f.run WHERE r.run_id = ?"
+        )
+        found = conn.execute(sql, (run_id,)).fetchone()
+        return int(found[0]), int(found[1])
+    finally:
+        conn.close()
+
+
 def same_run(source: SQLiteEventStore, target: SQLiteEventStore, run_id: str = "r") -> None:
     assert target.log_format == 2 and rows_of(target, run_id) == rows_of(source, run_id)
+    assert shape_of(target, run_id) == shape_of(source, run_id)  # the envelopes in columns
     assert rows_of(target, run_id) < len(target.read(run_id)) / 1.5  # riders packed
     assert target.read(run_id) == source.read(run_id)  # every fact and hash as recorded
     report = target.verify(run_id)

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import importlib
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from eventstore import NewEvent, SQLiteEventStore
-from eventstore.records import with_riders
+from eventstore.records import meta_text, with_riders
 
 from .. import facts as f
 from ..custom import CustomFact
@@ -204,7 +203,7 @@ class AgentRun:
         record = source.run(run_id)
         events = with_riders(
             [
-                NewEvent(e.kind, e.payload, json.dumps(e.meta), e.recorded_at, e.version)
+                NewEvent(e.kind, e.payload, meta_text(e.meta), e.recorded_at, e.version)
                 for e in source.read(run_id)
             ],
             RIDERS,
