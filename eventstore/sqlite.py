@@ -121,6 +121,7 @@ class SQLiteEventStore:
             raise ValueError(f"log_format is 1 or 2 (None: {NEW_LOG_FORMAT}), not {log_format!r}")
         self._new_format = NEW_LOG_FORMAT if log_format is None else log_format
         self._format = 1  # read from the schema once it is open
+        self._schema_seen = -1  # SQLite's schema_version when the format was read
         self._names = Names()
         self.threaded = threaded
         """False: every write commits on the caller's thread, not the writer's (for a store
@@ -242,9 +243,22 @@ class SQLiteEventStore:
         """The rows of one query; a damaged file is a `StoreError`, not a raw sqlite3 error."""
         with self._lock:
             try:
+                if self._format == 1:
+                    self._follow_format()
                 return self._conn.execute(sql, args).fetchall()
             except sqlite3.DatabaseError as e:
                 raise self._unusable(e) from e
+
+    def _follow_format(self) -> bool:
+        """Read the log in the format it has now, where another process converted it since
+        this store read its format (`agentsm migrate` turns format 1 into 2 while readers and
+        writers keep it open); True if it changed. Asked by a format-1 store before each read
+        and write (a format-2 log is not converted again)."""
+        seen = int(self._conn.execute("PRAGMA schema_version").fetchone()[0])
+        if seen == self._schema_seen:
+            return False
+        self._read_format()
+        return True
 
     def _schema(self) -> tuple[int, set[str]]:
         version = int(self._conn.execute("PRAGMA user_version").fetchone()[0])
@@ -287,8 +301,8 @@ class SQLiteEventStore:
     @property
     def log_format(self) -> int:
         """The log's format: 1 (a row per fact, as earlier releases write) or 2 (facts packed
-        into few, narrow rows; `eventstore.sqlite_format2`)."""
-        return self._format
+        into few, narrow rows; `eventstore.sqlite_format2`), as the file has it now."""
+        return self._writing_format()
 
     def upgrade(self) -> int:
         """Bring a format-1 log to format 2 in one transaction (back it up first: `backup`);
@@ -311,6 +325,7 @@ class SQLiteEventStore:
 
     def _read_format(self) -> None:
         version = int(self._conn.execute("PRAGMA user_version").fetchone()[0])
+        self._schema_seen = int(self._conn.execute("PRAGMA schema_version").fetchone()[0])
         self._format = log_format(version)
         self._names = Names()
         if self._format == 2:
@@ -432,9 +447,11 @@ class SQLiteEventStore:
             branch_seq,
             json.dumps(info or {}),
         )
+        made_for = self._writing_format()
         naming = self._naming(events)
 
         def write(conn: sqlite3.Connection) -> None:
+            self._still_in(made_for, f"create run {run_id!r}")
             try:
                 conn.execute(
                     f"INSERT INTO runs ({RUN_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", row
@@ -901,9 +918,11 @@ class SQLiteEventStore:
         last = expected_seq + len(events)
         in_batch = self._batch_owner == threading.get_ident()
         token = self._tokens.for_write(run_id)  # a lost run: refused here, before the database
+        made_for = self._writing_format()
         naming = self._naming(events)
 
         def write(conn: sqlite3.Connection) -> int:
+            self._still_in(made_for, f"append to run {run_id!r}")
             now = events[-1].recorded_at if events else time.time()
             sql = "UPDATE runs SET last_seq = ?, updated_at = ?"
             params: tuple[Any, ...] = (last, now)
@@ -956,6 +975,24 @@ class SQLiteEventStore:
         back: the next write looks them up again)."""
         if naming.added and self._batch_owner != threading.get_ident():
             self._names.keep(naming.added)
+
+    def _writing_format(self) -> int:
+        """The format a write made now is made for (the log's, followed first where another
+        process may have converted it: see `_follow_format`)."""
+        if self._format == 1:
+            with self._lock:
+                self._follow_format()
+        return self._format
+
+    def _still_in(self, made_for: int, what: str) -> None:
+        """In a write's transaction: refuse the write made for format 1 if another process
+        converted the log since (rare: between making the write and running it)."""
+        if made_for == 1 and self._follow_format():
+            raise StoreError(
+                f"Could not {what}: another process converted {self.path!r} to log format 2 "
+                "(agentsm migrate) while the write waited. Nothing was written; this store "
+                "reads and writes the log in format 2 from now on: try again (resume a run)."
+            )
 
     def _naming(self, events: Sequence[NewEvent]) -> Naming:
         """The codes `events` need in a format-2 log (none in a format-1 one)."""
