@@ -376,10 +376,10 @@ def check_chain(
         if event.hash != expected:
             return report(_changed(event.seq, event.kind))
         previous = event.hash
+    if last_seq is not None and last_seq > len(events):  # also why a tail is left uncovered
+        return report(_cut(len(events) + 1, last_seq))
     if events and events[-1].hash is COVERED:
         return report(_unhashed(events[-1].seq, events[-1].kind))
-    if last_seq is not None and last_seq > len(events):
-        return report(_cut(len(events) + 1, last_seq))
     return report(None)
 
 

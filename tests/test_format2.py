@@ -204,6 +204,20 @@ def test_a_change_to_any_fact_of_a_row_is_found(tmp_path: Path, edit: str) -> No
             replay_run(store, "r")
 
 
+def test_verify_names_a_deleted_last_row_as_the_readers_do(tmp_path: Path) -> None:
+    db = tmp_path / "log.db"
+    with SQLiteEventStore(db) as store:
+        record(store)
+        last = store.run("r").last_seq
+    tamper(db, "DELETE FROM facts WHERE seq = (SELECT MAX(seq) FROM facts)")
+    with SQLiteEventStore(db) as store:
+        broken = store.verify("r").broken
+        assert broken is not None and broken.cause == "cut", broken  # not "no hash" before it
+        assert broken.seq == last and f"has {last} facts" in broken.reason
+        with pytest.raises(LogTampered, match=f"seq {last} is missing"):
+            Trace.load(store, "r")
+
+
 def appended(db: Path) -> None:
     """A run of two appends, each ending in a row with riders (the kept hash on its last one)."""
     meta = '{"state":"Planning","step":1}'
