@@ -447,6 +447,7 @@ class SQLiteEventStore:
             branch_seq,
             json.dumps(info or {}),
         )
+        _refuse_no_times(events, f"create run {run_id!r}")
         made_for = self._writing_format()
         naming = self._naming(events)
 
@@ -918,6 +919,7 @@ class SQLiteEventStore:
         last = expected_seq + len(events)
         in_batch = self._batch_owner == threading.get_ident()
         token = self._tokens.for_write(run_id)  # a lost run: refused here, before the database
+        _refuse_no_times(events, f"append to run {run_id!r}")
         made_for = self._writing_format()
         naming = self._naming(events)
 
@@ -1663,3 +1665,15 @@ def _write_summary(conn: sqlite3.Connection, run_id: str, summary: RunSummary) -
         f"UPDATE runs SET {_SUMMARY_SET} WHERE run_id = ?", (*_summary_row(summary), run_id)
     )
     return cur.rowcount
+
+
+def _refuse_no_times(events: Sequence[NewEvent], what: str) -> None:
+    """Refuse a write of a fact whose recording time is not a number (NaN: a clock that
+    failed), before the database sees it, saying which."""
+    for n, event in enumerate(events):
+        if event.recorded_at != event.recorded_at:
+            raise StoreError(
+                f"Could not {what}: its fact {n + 1} of {len(events)} ({event.kind}) has no "
+                "recording time (NaN); the clock that timed it must give seconds as a number. "
+                "Nothing was written."
+            )
