@@ -246,8 +246,20 @@ class SQLiteEventStore:
                 if self._format == 1:
                     self._follow_format()
                 return self._conn.execute(sql, args).fetchall()
+            except sqlite3.OperationalError as e:
+                if "decode" not in str(e):
+                    raise self._unusable(e) from e
             except sqlite3.DatabaseError as e:
                 raise self._unusable(e) from e
+            # a cell of text that is not UTF-8 (edited outside agentsm): read it as it is, so
+            # that the chain check names the fact, not the whole file as unusable
+            self._conn.text_factory = _lenient_text
+            try:
+                return self._conn.execute(sql, args).fetchall()
+            except sqlite3.DatabaseError as e:
+                raise self._unusable(e) from e
+            finally:
+                self._conn.text_factory = str
 
     def _follow_format(self) -> bool:
         """Read the log in the format it has now, where another process converted it since
@@ -1677,3 +1689,8 @@ def _refuse_no_times(events: Sequence[NewEvent], what: str) -> None:
                 "recording time (NaN); the clock that timed it must give seconds as a number. "
                 "Nothing was written."
             )
+
+
+def _lenient_text(data: bytes) -> str:
+    """Text that is not UTF-8, its bytes kept as escapes (no fact hashes to such text)."""
+    return data.decode("utf-8", "surrogateescape")

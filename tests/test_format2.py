@@ -189,6 +189,7 @@ def test_an_append_does_not_fail_when_another_thread_starts_the_texts_memo_again
         "UPDATE facts SET step = step + 1 WHERE seq = 9",  # an envelope
         "DELETE FROM facts WHERE seq = (SELECT MAX(seq) FROM facts)",  # the last row
         "UPDATE facts SET more = NULL WHERE seq = 2",  # riders dropped
+        "UPDATE facts SET hash = X'01' || hash WHERE hash IS NOT NULL",  # text, not UTF-8
     ],
 )
 def test_a_change_to_any_fact_of_a_row_is_found(tmp_path: Path, edit: str) -> None:
