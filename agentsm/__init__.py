@@ -97,7 +97,7 @@ if TYPE_CHECKING:
     )
     from .window import ContextEstimate, estimate_request
 
-__version__ = "0.4.0"
+__version__ = "0.4.1"
 
 __all__ = [
     "SUSPEND",
