@@ -6,7 +6,9 @@ from __future__ import annotations
 import atexit
 import dataclasses
 import json
+import os
 import sqlite3
+import stat
 import threading
 import time
 import urllib.parse
@@ -1533,23 +1535,35 @@ class SQLiteEventStore:
             except sqlite3.DatabaseError as e:
                 raise self._unusable(e) from e
 
-    def backup(self, dest: str | Path) -> None:
+    def backup(self, dest: str | Path, *, read_only: bool = False) -> None:
         """Copy the whole log, as one consistent snapshot, into the new file `dest` with SQLite's
         backup API: unlike copying the .db file, the copy holds the facts still in the -wal, and
-        writers may go on meanwhile."""
+        writers may go on meanwhile. The copy is written under a name of its own in the same
+        folder (`dest.partial-PID`) and takes `dest` only once complete (`read_only`: made
+        read-only first), so that a copy cut short never bears the name."""
         target = Path(dest)
         if target.exists():
             raise StoreError(f"{str(target)!r} exists already; back up into a new file.")
+        partial = target.with_name(f"{target.name}.partial-{os.getpid()}")
+        partial.unlink(missing_ok=True)  # left by a killed process that had this pid
         try:
-            copy = sqlite3.connect(target)
+            copy = sqlite3.connect(partial)
         except sqlite3.Error as e:
             raise StoreError(f"Cannot create {str(target)!r} ({e}); check the path.") from e
         try:
-            with self._lock:
-                self._conn.backup(copy)
+            try:
+                with self._lock:
+                    self._conn.backup(copy)
+            finally:
+                copy.close()
+            if read_only:
+                partial.chmod(stat.S_IMODE(partial.stat().st_mode) & ~0o222)
+            if target.exists():  # made meanwhile by someone else: theirs is kept
+                raise StoreError(
+                    f"{str(target)!r} appeared while the copy was made; back up into a new file."
+                )
+            os.replace(partial, target)
         except sqlite3.DatabaseError as e:
-            copy.close()
-            target.unlink(missing_ok=True)
             if _disk_error(e):
                 raise StoreError(
                     f"Could not back up {self.path!r} into {str(target)!r} ({e}): a disk may be "
@@ -1557,7 +1571,9 @@ class SQLiteEventStore:
                     "where the copy goes (or check the disk), then try again."
                 ) from e
             raise self._unusable(e) from e
-        copy.close()
+        finally:
+            partial.unlink(missing_ok=True)
+            Path(f"{partial}-journal").unlink(missing_ok=True)
 
     def close(self) -> None:
         """Close the connection (the runs it drives keep their record of this process until

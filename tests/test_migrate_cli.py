@@ -137,8 +137,10 @@ def test_a_run_claimed_while_the_copy_is_made_is_refused_and_the_copy_removed(
     real_backup = SQLiteEventStore.backup
     writers: list[SQLiteEventStore] = []
 
-    def backup_while_a_worker_claims(store: SQLiteEventStore, dest: str | Path) -> None:
-        real_backup(store, dest)
+    def backup_while_a_worker_claims(
+        store: SQLiteEventStore, dest: str | Path, *, read_only: bool = False
+    ) -> None:
+        real_backup(store, dest, read_only=read_only)
         writers.append(SQLiteEventStore(db))
         writers[0].claim("r0")
 

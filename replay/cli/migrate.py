@@ -3,9 +3,7 @@ in format 2 already, finish a migration that was cut short (check the chains, co
 
 from __future__ import annotations
 
-import os
 import sqlite3
-import stat
 import time
 import urllib.parse
 from collections.abc import Sequence
@@ -15,7 +13,7 @@ from pathlib import Path
 import click
 
 from agentsm.text import plural, printable
-from eventstore import ChainReport, Driver, RunInUse, RunRecord, SQLiteEventStore
+from eventstore import ChainReport, Driver, RunInUse, RunRecord, SQLiteEventStore, StoreError
 from eventstore.driver import refuse_live_driver
 from eventstore.pg_url import is_postgres_url
 
@@ -184,22 +182,11 @@ def _refuse_broken(store: SQLiteEventStore, runs: Sequence[RunRecord], untouched
 
 
 def _back_up(reader: SQLiteEventStore, copy: Path) -> None:
-    """Copy the log into `copy`, read-only: written under a name of its own in the same folder
-    and renamed to `copy` only once complete, so that a copy cut short never bears the name."""
-    partial = copy.with_name(f"{copy.name}.partial-{os.getpid()}")
-    partial.unlink(missing_ok=True)  # left by a killed process that had this pid
+    """Copy the log into `copy`, read-only (named so only once complete: see `backup`)."""
     try:
-        reader.backup(partial)
-        partial.chmod(stat.S_IMODE(partial.stat().st_mode) & ~0o222)
-        if copy.exists():  # made meanwhile by someone else: keep theirs
-            raise UsageError(
-                f"{printable(str(copy))} appeared while the copy was made; nothing was "
-                "converted. Name a new file for the copy (--backup FILE)."
-            )
-        os.replace(partial, copy)
-    except BaseException:
-        partial.unlink(missing_ok=True)
-        raise
+        reader.backup(copy, read_only=True)
+    except StoreError as e:
+        raise UsageError(f"{e} Nothing was converted.") from None
 
 
 def _free_pages(path: str) -> int:
