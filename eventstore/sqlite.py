@@ -316,7 +316,7 @@ class SQLiteEventStore:
     def log_format(self) -> int:
         """The log's format: 1 (a row per fact, as earlier releases write) or 2 (facts packed
         into few, narrow rows; `eventstore.sqlite_format2`), as the file has it now."""
-        return self._writing_format()
+        return self._followed_format()
 
     def upgrade(self) -> int:
         """Bring a format-1 log to format 2 in one transaction (back it up first: `backup`);
@@ -462,11 +462,10 @@ class SQLiteEventStore:
             json.dumps(info or {}),
         )
         _refuse_no_times(events, f"create run {run_id!r}")
-        made_for = self._writing_format()
         naming = self._naming(events)
 
         def write(conn: sqlite3.Connection) -> None:
-            self._still_in(made_for, f"create run {run_id!r}")
+            self._as_it_is_now(naming, events)
             try:
                 conn.execute(
                     f"INSERT INTO runs ({RUN_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", row
@@ -579,6 +578,7 @@ class SQLiteEventStore:
         facts appended since the last search (`index_for_search`); facts not in the index (a
         read-only store's, or a log from before the index) are read one by one and come after
         the indexed matches."""
+        self._followed_format()  # a conversion by another process: read it as it is
         terms = fulltext.parse_query(text)
         if not terms or limit <= 0 or (kinds is not None and not kinds):
             return []
@@ -761,6 +761,7 @@ class SQLiteEventStore:
     def unindexed(self) -> int:
         """How many facts the full-text index does not hold yet (appended since the last
         search by a store that could write, or logged before the index)."""
+        self._followed_format()  # a conversion by another process: read it as it is
         counted = "COUNT(*) FROM events"
         if self._format == 2:  # a row holds its facts `seq` to `last`
             counted = "COALESCE(SUM(last - seq + 1), 0) FROM facts"
@@ -772,6 +773,7 @@ class SQLiteEventStore:
     def events_of(self, kinds: Sequence[str], *, since: float | None = None) -> list[StoredEvent]:
         """Every event of these kinds, of any run, recorded at or after `since` (one pass over
         the log, for counts across runs such as `agentsm stats`)."""
+        self._followed_format()  # a conversion by another process: read it as it is
         if self._format == 2:
             return self._events_of2(kinds, since)
         hashes = "hash" if self._hashed() else "NULL"
@@ -934,11 +936,10 @@ class SQLiteEventStore:
         in_batch = self._batch_owner == threading.get_ident()
         token = self._tokens.for_write(run_id)  # a lost run: refused here, before the database
         _refuse_no_times(events, f"append to run {run_id!r}")
-        made_for = self._writing_format()
         naming = self._naming(events)
 
         def write(conn: sqlite3.Connection) -> int:
-            self._still_in(made_for, f"append to run {run_id!r}")
+            self._as_it_is_now(naming, events)
             now = events[-1].recorded_at if events else time.time()
             sql = "UPDATE runs SET last_seq = ?, updated_at = ?"
             params: tuple[Any, ...] = (last, now)
@@ -992,23 +993,24 @@ class SQLiteEventStore:
         if naming.added and self._batch_owner != threading.get_ident():
             self._names.keep(naming.added)
 
-    def _writing_format(self) -> int:
-        """The format a write made now is made for (the log's, followed first where another
-        process may have converted it: see `_follow_format`)."""
+    def _followed_format(self) -> int:
+        """The log's format, followed first where another process may have converted it (see
+        `_follow_format`): asked before a read that chooses its SQL by the format."""
         if self._format == 1:
             with self._lock:
                 self._follow_format()
         return self._format
 
-    def _still_in(self, made_for: int, what: str) -> None:
-        """In a write's transaction: refuse the write made for format 1 if another process
-        converted the log since (rare: between making the write and running it)."""
-        if made_for == 1 and self._follow_format():
-            raise StoreError(
-                f"Could not {what}: another process converted {self.path!r} to log format 2 "
-                "(agentsm migrate) while the write waited. Nothing was written; this store "
-                "reads and writes the log in format 2 from now on: try again (resume a run)."
-            )
+    def _as_it_is_now(self, naming: Naming, events: Sequence[NewEvent]) -> None:
+        """In a write's transaction (the log cannot change under it): follow a conversion made
+        since the write was made, and give the write the codes the log's format now needs, so
+        that it is written as the log is now (made on the caller's thread without waiting for
+        the store's lock, it may have been made for format 1)."""
+        if self._format == 1:
+            self._follow_format()
+        if self._format == 2 and naming.names is not self._names:
+            naming.names = self._names
+            naming.missing = self._names.missing(names_of(events))
 
     def _naming(self, events: Sequence[NewEvent]) -> Naming:
         """The codes `events` need in a format-2 log (none in a format-1 one)."""
@@ -1339,6 +1341,7 @@ class SQLiteEventStore:
 
     def read(self, run_id: str, *, after: int = 0, upto: int | None = None) -> list[StoredEvent]:
         """The run's events with `after < seq <= upto`, in order."""
+        self._followed_format()  # a conversion by another process: read it as it is
         if self._format == 2:
             return self._read2(run_id, after, upto)
         hashes = "hash" if self._hashed() else "NULL"
@@ -1372,6 +1375,7 @@ class SQLiteEventStore:
         return self._bare(run_id, after, upto, ", hash" if self._hashed() else ", NULL")
 
     def _bare(self, run_id: str, after: int, upto: int | None, more: str) -> list[Any]:
+        self._followed_format()  # a conversion by another process: read it as it is
         if self._format == 2:
             rows = self._facts(run_id, after, upto)[0]
             if more:  # a chained read takes whole rows: a row's last hash covers the others

@@ -34,6 +34,11 @@ def test_stores_open_on_a_log_another_converts_go_on_in_format_2(tmp_path: Path)
     with SQLiteEventStore(db) as other:  # as agentsm migrate does, in another process
         assert other.upgrade() == 2
 
+    assert reader.read(before) == read_before  # the first call after it a read: as it was
+    chained = writer.read_chained(before)  # the writer's first call after it: the same
+    assert [(r[0], r[1], r[3], r[-1]) for r in chained] == [
+        (e.seq, e.kind, e.payload, e.hash) for e in read_before
+    ]
     assert reader.log_format == writer.log_format == 2
     assert reader.read(before) == writer.read(before) == read_before  # every hash as it was
     assert all(isinstance(e.hash, str) for e in reader.read(before))
@@ -47,3 +52,50 @@ def test_stores_open_on_a_log_another_converts_go_on_in_format_2(tmp_path: Path)
     reader.close()
     with SQLiteEventStore(db) as again:
         assert again.log_format == 2 and all(again.verify(r.run_id).ok for r in again.runs())
+
+
+def test_writes_made_for_format_1_that_a_conversion_overtook_are_written_in_format_2(
+    tmp_path: Path,
+) -> None:
+    """Appends made while another process converts the log (its transaction open) wait for
+    it, then are written as the log is now: nothing refused, nothing lost, chains intact."""
+    import sqlite3
+    import threading
+    import time
+
+    import sqlite_utils
+
+    from eventstore import NewEvent
+    from eventstore.migrations import migrate
+
+    meta = '{"state":"Planning","step":1}'
+    db = tmp_path / "old.db"
+    store = SQLiteEventStore(db, log_format=1, busy_timeout=20)
+    for run in ("a", "b"):
+        store.create_run(run, "t", events=[NewEvent("RunStarted", '{"task":"t"}', meta, 1.0)])
+    converter = sqlite3.connect(db, isolation_level=None)
+    converter.execute("BEGIN IMMEDIATE")  # the conversion, as upgrade() makes it, under way
+    failed: list[BaseException] = []
+
+    def append(run: str) -> None:
+        try:
+            store.append(run, 1, [NewEvent("Said", '{"text":"x"}', meta, 2.0)])
+        except BaseException as e:
+            failed.append(e)
+
+    threads = [threading.Thread(target=append, args=(run,)) for run in ("a", "b")]
+    for thread in threads:
+        thread.start()
+    time.sleep(0.3)  # both appends made and waiting for the lock
+    version = int(converter.execute("PRAGMA user_version").fetchone()[0])
+    migrate(sqlite_utils.Database(converter), version)
+    converter.execute("COMMIT")
+    converter.close()
+    for thread in threads:
+        thread.join()
+    assert failed == []
+    assert store.log_format == 2
+    for run in ("a", "b"):
+        assert [e.kind for e in store.read(run)] == ["RunStarted", "Said"]
+        assert store.verify(run).ok
+    store.close()
