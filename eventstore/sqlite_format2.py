@@ -27,16 +27,15 @@ recording time, hash), so format-1 and format-2 logs read, fold, verify and repl
 from __future__ import annotations
 
 import base64
-import binascii
 import json
 import json.scanner
 import math
 import re
 import sqlite3
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .chain import COVERED, GENESIS, V2, chained, link
+from .chain import COVERED, GENESIS, V2, chained, hash_of_digest, link, loads
 from .errors import StoreError
 from .records import NewEvent, StoredEvent
 
@@ -95,12 +94,7 @@ def hash_text(stored: bytes | str | None) -> str | None:
         return "!" + stored  # matches no hash: the check names the fact
     if len(stored) == 33 and stored[0] == 1:
         return stored[1:].hex()
-    return V2 + _b64(stored, newline=False).translate(_URLSAFE).rstrip(b"=").decode("ascii")
-
-
-_b64 = binascii.b2a_base64
-_URLSAFE = bytes.maketrans(b"+/", b"-_")
-"""`base64.urlsafe_b64encode` in one call (a read converts a kept hash per row)."""
+    return hash_of_digest(stored)
 
 
 class Names:
@@ -368,7 +362,7 @@ def unpack(rows: Iterable[Sequence[Any]], name: Any, texts: dict[Any, str]) -> l
             append((seq, kind_name, version, payload, meta, at, hash_text(stored)))
             continue
         append((seq, kind_name, version, payload, meta, at, COVERED))
-        for n, rider in enumerate(_riders(more), start=seq + 1):
+        for n, rider in enumerate(loads(more), start=seq + 1):
             given_payload = rider[1]
             if type(given_payload) is str:
                 text = given_payload
@@ -408,24 +402,6 @@ def _name(named: dict[Any, str], name: Any, code: Any) -> str:
     found: str = name(code)
     named[code] = found
     return found
-
-
-_scan: Callable[[str, int], tuple[Any, int]] = json.scanner.make_scanner(
-    json.JSONDecoder()  # type: ignore[arg-type]  # what JSONDecoder itself makes its scanner of
-)
-
-
-def _riders(more: str) -> Any:
-    """`json.loads(more)`, without its wrappers where `more` is a plain JSON list (as written)."""
-    if more[:1] == "[":
-        try:
-            value, end = _scan(more, 0)
-        except (StopIteration, ValueError):
-            pass  # json.loads says what is wrong with it
-        else:
-            if end == len(more):
-                return value
-    return json.loads(more)
 
 
 def _text(texts: dict[Any, str], key: tuple[Any, ...], name: Any) -> str:
