@@ -49,9 +49,9 @@ class NewEvent:
 
 def meta_text(meta: Mapping[str, Any]) -> str:
     """An envelope read back (an export's, another store's) as the recorder writes it:
-    compact JSON in its own order, so that a store keeps it as it keeps a recorded one (log
-    format 2 puts a plain state and step in columns)."""
-    return json.dumps(meta, separators=(",", ":"), ensure_ascii=False)
+    compact JSON in its own order, text outside ASCII escaped, so that a store keeps it as it
+    keeps a recorded one (log format 2 puts a plain state and step in columns)."""
+    return json.dumps(meta, separators=(",", ":"))
 
 
 def with_riders(events: Sequence[NewEvent], riders: Container[str]) -> list[NewEvent]:

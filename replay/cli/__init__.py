@@ -88,8 +88,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "migrate": (
         "replay.cli.migrate:migrate_command",
         "Bring a log of format 1 (one row per fact, as releases up to 0.3 write it) to log "
-        "format 2 (facts packed into few, narrow rows): a copy is made first, then the log is "
-        "converted in one transaction, every run's hash chain checked, and the file compacted.",
+        "format 2 (facts packed into few, narrow rows): a read-only copy is made first, then the "
+        "log is converted in one transaction, every run's hash chain checked, and the file "
+        "compacted.",
     ),
     "modify": ("replay.cli.change:modify", "Approve a waiting call with other arguments."),
     "otel": (
