@@ -10,9 +10,10 @@ import re
 __all__ = ["Printable", "plural", "printable", "shortened"]
 
 _BIDI = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
+_SURROGATES = "\ud800-\udfff"  # no terminal can be sent one alone: text edited outside agentsm
 _ESCAPED = {
-    False: f"[\x00-\x1f\x7f-\x9f{_BIDI}]",
-    True: f"[\x00-\x08\x0b-\x1f\x7f-\x9f{_BIDI}]",  # newlines and tabs kept
+    False: f"[\x00-\x1f\x7f-\x9f{_BIDI}{_SURROGATES}]",
+    True: f"[\x00-\x08\x0b-\x1f\x7f-\x9f{_BIDI}{_SURROGATES}]",  # newlines and tabs kept
 }
 """What `printable` escapes, one line or several (compiled with the first text that needs it)."""
 _NAMED = {"\n": "\\n", "\t": "\\t", "\r": "\\r"}
@@ -32,8 +33,9 @@ def _escape(match: re.Match[str]) -> str:
 
 
 def printable(text: object, *, lines: bool = False) -> Printable:
-    """`text` with every control character (C0, DEL, C1) and bidi control shown as an escape
-    (`\\x1b[2J`, `\\u202e`); with `lines`, newlines and tabs are kept (multi-line output)."""
+    """`text` with every control character (C0, DEL, C1), bidi control and lone surrogate
+    shown as an escape (`\\x1b[2J`, `\\u202e`, `\\udcff`); with `lines`, newlines and tabs
+    are kept (multi-line output)."""
     if isinstance(text, Printable):
         return text
     text = str(text)

@@ -253,6 +253,11 @@ class SQLiteEventStore:
                     raise self._unusable(e) from e
             except sqlite3.DatabaseError as e:
                 raise self._unusable(e) from e
+            except UnicodeEncodeError as e:  # a value read from such a cell, given back
+                raise StoreError(
+                    f"{self.path!r} holds text that is not UTF-8 where agentsm writes UTF-8 "
+                    f"(edited outside agentsm): what it names cannot be looked up ({e})."
+                ) from None
             # a cell of text that is not UTF-8 (edited outside agentsm): read it as it is, so
             # that the chain check names the fact, not the whole file as unusable
             self._conn.text_factory = _lenient_text

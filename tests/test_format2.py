@@ -520,3 +520,19 @@ def test_agentsm_migrate_refuses_a_changed_log_and_backs_up_an_old_one_as_it_was
     assert main(["--db", str(old), "migrate", "--backup", str(tmp_path / "as-it-was.db")]) == 0
     copy = sqlite3.connect(tmp_path / "as-it-was.db")
     assert copy.execute("PRAGMA user_version").fetchone()[0] == version < FORMAT1
+
+
+def test_verify_all_goes_on_past_a_run_whose_id_was_edited_into_text_that_is_not_utf8(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from replay.cli import main
+
+    db = tmp_path / "log.db"
+    with SQLiteEventStore(db) as store:
+        record(store, "bad")
+        record(store, "good")
+    tamper(db, "UPDATE runs SET run_id = CAST(X'41FF42' AS TEXT) WHERE run_id = 'bad'")
+    assert main(["--db", str(db), "verify", "--all"]) == 1
+    said = capsys.readouterr().out
+    assert "run good: intact" in said and "cannot be checked" in said and "not UTF-8" in said
+    assert "2 runs verified: 1 intact, 1 broken" in said

@@ -23,6 +23,7 @@ def test_printable_escapes_controls_and_bidi_and_keeps_ordinary_text() -> None:
     assert printable("\x1b[2J") == "\\x1b[2J"
     assert printable("a\x07b\x7f\x9b") == "a\\x07b\\x7f\\x9b"
     assert printable("\u202eabc\u2066") == "\\u202eabc\\u2066"
+    assert printable("A\udcffB") == "A\\udcffB"  # a lone surrogate cannot be printed
     assert printable("line\nnext\ttab\r") == "line\\nnext\\ttab\\r"
     assert printable("line\nnext\ttab\r", lines=True) == "line\nnext\ttab\\r"
     assert printable("Zürich 東京 ✓ — é") == "Zürich 東京 ✓ — é"

@@ -18,7 +18,7 @@ from agentsm.tables import Column
 from agentsm.text import shortened
 from agentsm.threads import thread_mark
 from agentsm.trace import TRACE_COLUMNS, decode
-from eventstore import SQLiteEventStore, open_store
+from eventstore import SQLiteEventStore, StoreError, open_store
 from eventstore.pg_url import is_postgres_url
 
 from ..conversation import conversation_at
@@ -243,12 +243,18 @@ def verify(run: str | None, every: bool) -> None:
     run_ids = [r.run_id for r in store.runs()] if every else [resolve_run(store, run or "")]
     broken = 0
     for run_id in run_ids:
-        report = store.verify(run_id)
-        if report.ok:
-            click.echo(printable(str(report)))
+        try:
+            report = store.verify(run_id)
+            said, ok = str(report), report.ok
+        except StoreError as e:  # a run whose log cannot even be read: broken, and on to the next
+            if not every:
+                raise
+            said, ok = f"run {run_id}: cannot be checked: {e}", False
+        if ok:
+            click.echo(printable(said))
         else:
             broken += 1
-            click.echo(out(printable(str(report)), "red", "bold"))
+            click.echo(out(printable(said), "red", "bold"))
     if every:
         click.echo(
             f"\n{plural(len(run_ids), 'run')} verified: {len(run_ids) - broken} intact, "
