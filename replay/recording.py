@@ -17,6 +17,7 @@ from eventstore import EventStore, NewEvent, RunRecord
 
 from .errors import SeqOutOfRange
 from .report import ReplayReport, compare_runs
+from .requests import Views
 from .source import resolve_run
 
 __all__ = ["DecisionEffect", "Recording", "ToolEffect"]
@@ -155,12 +156,13 @@ class Recording:
                 return False
         return True
 
-    def compare(self, replayed: list[TraceEntry]) -> ReplayReport:
+    def compare(self, replayed: list[TraceEntry], *, views: Views | None = None) -> ReplayReport:
         """A replay's entries against this recording, fact by fact; a recording that stopped
-        (its process died) says nothing past its end, so the replay is compared up to there."""
+        (its process died) says nothing past its end, so the replay is compared up to there.
+        `views`: the messages of the replay's requests, by digest (see `compare_runs`)."""
         if not self.finished:
             replayed = replayed[: len(self.entries)]
-        return compare_runs(self.run_id, self.entries, replayed)
+        return compare_runs(self.run_id, self.entries, replayed, views=views)
 
     @cached_property
     def llm_outcomes(self) -> tuple[f.LlmResponded | f.LlmFailed | None, ...]:

@@ -39,7 +39,7 @@ from .effects import (
 from .hooked import RecordedHooks
 from .judging import replay_judgement
 from .recording import Recording, ToolEffect
-from .report import ReplayReport, compare_runs
+from .report import ReplayReport
 from .scratch import ScratchStore
 from .source import Builder, StoreLike, opened, recorded_builder
 
@@ -162,10 +162,7 @@ def _replay(
     if recording.same_as_written(scratch.written(recording.run_id)):
         report = ReplayReport(recording.run_id, len(recording.entries), None)
     else:  # the facts, read as the recording was, compared one by one
-        replayed = _replayed(scratch, recording)
-        if not recording.finished:  # a run whose process died says nothing past its end
-            replayed = replayed[: len(recording.entries)]
-        report = compare_runs(recording.run_id, recording.entries, replayed, views=llm.views)
+        report = recording.compare(_replayed(scratch, recording), views=llm.views)
     if not children:
         return report
     family = tuple(

@@ -5,7 +5,6 @@ replaying identical."""
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +16,8 @@ from agentsm.recorder import RIDERS
 from eventstore import NewEvent, SQLiteEventStore
 from eventstore.records import with_riders
 from replay import copy_runs, export_run, import_runs, replay_run
+
+from .test_format2 import tamper
 
 LONG = "The answer, which is long enough to be accepted: Paris."
 
@@ -182,38 +183,3 @@ def test_a_long_append_keeps_a_hash_every_so_many_rows(
     with SQLiteEventStore(db) as target:
         report = target.verify("r")
         assert report.broken is not None and report.broken.seq <= middle
-
-
-def tamper(db: Path, *statements: str) -> None:
-    """Edit the log as someone with write access would: triggers dropped first."""
-    conn = sqlite3.connect(db)
-    for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'"):
-        conn.execute(f"DROP TRIGGER {name}")
-    for sql in statements:
-        conn.execute(sql)
-    conn.commit()
-    conn.close()
-
-
-def test_an_envelope_with_an_escaped_lone_surrogate_imports_intact(
-    source: SQLiteEventStore, tmp_path: Path
-) -> None:
-    """Valid JSON text that escapes a lone surrogate (as json.dumps writes it) is written back
-    escaped: SQLite cannot hold the raw surrogate."""
-    events = source.read("r")
-    odd = [
-        NewEvent(
-            e.kind,
-            e.payload,
-            json.dumps(
-                {**e.meta, "metrics": {"note": "\udc80"}} if e.seq == len(events) else e.meta
-            ),
-            e.recorded_at,
-            e.version,
-        )
-        for e in events
-    ]
-    source.create_run("odd", "Find the capital", events=odd, status="done")
-    with SQLiteEventStore(tmp_path / "target.db") as target:
-        assert import_runs(target, export_run(source, "odd")) == ["odd"]
-        assert target.read("odd") == source.read("odd") and target.verify("odd").ok
