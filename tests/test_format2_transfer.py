@@ -5,6 +5,7 @@ replaying identical."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -183,3 +184,27 @@ def test_a_long_append_keeps_a_hash_every_so_many_rows(
     with SQLiteEventStore(db) as target:
         report = target.verify("r")
         assert report.broken is not None and report.broken.seq <= middle
+
+
+def test_an_envelope_with_an_escaped_lone_surrogate_imports_intact(
+    source: SQLiteEventStore, tmp_path: Path
+) -> None:
+    """Valid JSON text that escapes a lone surrogate (as json.dumps writes it) is written back
+    escaped: SQLite cannot hold the raw surrogate."""
+    events = source.read("r")
+    odd = [
+        NewEvent(
+            e.kind,
+            e.payload,
+            json.dumps(
+                {**e.meta, "metrics": {"note": "\udc80"}} if e.seq == len(events) else e.meta
+            ),
+            e.recorded_at,
+            e.version,
+        )
+        for e in events
+    ]
+    source.create_run("odd", "Find the capital", events=odd, status="done")
+    with SQLiteEventStore(tmp_path / "target.db") as target:
+        assert import_runs(target, export_run(source, "odd")) == ["odd"]
+        assert target.read("odd") == source.read("odd") and target.verify("odd").ok
